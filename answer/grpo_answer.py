@@ -1,0 +1,89 @@
+"""GRPO: group-relative advantages and the REINFORCE-style loss, plus the given update step.
+
+Your tasks in this file (TASKS.md, task 3):
+
+- ``compute_group_advantages``: compare each reply with the other replies to its prompt.  (TASKS.md §3.2)
+- ``grpo_loss``: the policy-gradient loss weighted by those advantages.                    (TASKS.md §3.3)
+
+``grpo_step`` is given: read it to see how your functions are used. Shapes: B = prompts,
+K = group_size = replies per prompt, N = B * K. The K replies of one prompt are consecutive, in the
+order ``prompts.repeat_interleave(group_size, dim=0)`` produces: rows 0..K-1 answer prompt 0,
+rows K..2K-1 answer prompt 1, and so on. Log-probs are sequence-level (summed over a reply).
+Run ``pytest -m graded -k "compute_group_advantages or grpo_loss"`` to check your work.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlhf_practice.config import GRPOConfig
+from rlhf_practice.errors import check_finite
+from rlhf_practice.modeling import Generation, PolicyValueModel
+
+
+def compute_group_advantages(
+    rewards: torch.Tensor, group_size: int, normalize: bool = True, eps: float = 1e-8
+) -> torch.Tensor:
+    """Group-relative advantages: each reply's reward compared with its own group's mean.
+
+    Reshape ``rewards`` (N,) to (B, K) -- row i holds the K replies to prompt i -- and compute
+
+        baseline_i = mean_k r[i, k]
+        A[i, k]    = r[i, k] - baseline_i
+        if normalize: A[i, k] = A[i, k] / (std_k r[i, k] + eps)
+
+    where std is the group's own std (torch's default, unbiased), not the whole batch's. Flatten
+    back to (N,), in the same order as ``rewards``.
+
+    Args:
+        rewards: (N,) float with N = B * K; the K replies of one prompt are consecutive.
+        group_size: K, the replies per prompt (>= 2).
+        normalize: divide by the group's std + eps (DeepSeekMath's GRPO); if False, only centre.
+        eps: keeps a group whose rewards are all equal at advantage 0 instead of NaN.
+
+    Returns:
+        (N,) advantages, same dtype and device as ``rewards``. Inputs are not modified.
+    """
+    grouped = rewards.view(-1, group_size)  # (B, K)
+    advantages = grouped - grouped.mean(dim=1, keepdim=True)
+    if normalize:
+        advantages = advantages / (grouped.std(dim=1, keepdim=True) + eps)
+    return advantages.reshape(-1)
+
+
+def grpo_loss(logprobs: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """The GRPO policy loss (to minimize): loss = -mean(A * log pi_theta(reply | prompt)).
+
+    Args:
+        logprobs: (N,) sequence-level log-probs under the current policy; carries gradient.
+        advantages: (N,) group advantages; a constant: no gradient may reach it (detach it).
+
+    Returns:
+        A 0-dim tensor: the mean over all N replies (not the sum).
+    """
+    return -(advantages.detach() * logprobs).mean()
+
+
+def grpo_step(
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    advantages: torch.Tensor,
+    config: GRPOConfig,
+) -> dict[str, float]:
+    """One GRPO update on N = B * K sampled replies: recompute log-probs, loss, one optimizer step."""
+    scores = policy.evaluate_sequences(
+        generation.sequences,
+        generation.attention_mask,
+        generation.response_mask,
+        generation.prompt_length,
+        config.mixed_precision,
+    )
+    loss = grpo_loss(scores.logprobs, advantages)
+    check_finite("loss/policy", loss)
+
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+    optimizer.step()
+    return {"loss/policy": loss.item(), "policy/entropy": scores.entropy.item()}

@@ -1,0 +1,12 @@
+"""rlhf_practice: implement PPO and GRPO for language models yourself.
+
+The modules, in the order a training step uses them:
+``config`` (settings) -> ``data`` (prompts) -> ``modeling`` (generate, log-probs, values)
+-> ``reward`` (a score per text) -> ``rl`` (advantages and losses, the student files)
+-> ``tracking`` (TensorBoard, metrics.csv, samples).
+"""
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+ASSETS_DIR = PACKAGE_DIR / "assets"

@@ -1,0 +1,274 @@
+"""Every setting of a run, as dataclasses with one comment per field.
+
+``train_ppo.py`` reads a :class:`PPOConfig`, ``train_grpo.py`` a :class:`GRPOConfig`; both share
+:class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
+
+- ``tiny``: the project's own small GPT-2 and its built-in review corpus; any CPU, no network.
+- ``gpt2``: ``gpt2`` and ``imdb`` from the Hugging Face Hub; meant for one GPU.
+
+``--preset auto`` (the default) picks ``gpt2`` when CUDA is available and ``tiny`` otherwise.
+Flags given on the command line override the preset, e.g.
+``python train_ppo.py --preset tiny --ppo_clip_range 0.1 --model.model_name sshleifer/tiny-gpt2``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rlhf_practice.errors import ConfigError
+
+PRESET_NAMES = ("tiny", "gpt2")
+
+
+@dataclass
+class ModelConfig:
+    model_name: str = "tiny"
+    """Policy to start from: "tiny" (shipped with the package), a hub name such as "gpt2", or a local folder."""
+
+
+@dataclass
+class DataConfig:
+    dataset_name: str = "tiny"
+    """Prompt source: "tiny" (built-in corpus), a hub dataset such as "imdb", or a local .csv/.json/.jsonl/.parquet/.txt file."""
+    dataset_split: str = "train"
+    """Split to read from a hub dataset (local files always have one split, "train")."""
+    text_column: str = "text"
+    """Column that holds the review text."""
+    min_prompt_length: int = 2
+    """Shortest prompt, in tokens: each prompt is the first N tokens of a review, N drawn from [min, max]."""
+    max_prompt_length: int = 8
+    """Longest prompt, in tokens."""
+    max_samples: int = 0
+    """Use only the first this many texts (0 = all); handy to start quickly on a big dataset."""
+
+
+@dataclass
+class RewardConfig:
+    sentiment_weight: float = 1.0
+    """Weight of the sentiment term: (#positive - #negative) / (#positive + #negative) sentiment words."""
+    short_penalty_weight: float = 0.0
+    """Weight of the worked-example term that gives -1 to replies shorter than short_min_words (0 = off)."""
+    short_min_words: int = 4
+    """Replies with fewer words than this count as short."""
+
+
+@dataclass
+class TrainConfig:
+    """Settings shared by PPO and GRPO."""
+
+    preset: str = "auto"
+    """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
+    impl: str = field(default_factory=lambda: os.environ.get("RLHF_IMPL", "student"))
+    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key), or a folder with ppo.py and grpo.py."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    train_batch_size: int = 32
+    """Prompts per training step (GRPO samples grpo_group_size replies for each)."""
+    max_new_tokens: int = 16
+    """Longest reply, in tokens; more tokens cost memory and time."""
+    temperature: float = 1.0
+    """Sampling temperature (> 0); 1.0 samples from the policy as it is."""
+    top_k: int = 0
+    """Sample only from the k most likely tokens (0 = no limit)."""
+    top_p: float = 1.0
+    """Nucleus sampling: smallest token set with this much probability (1.0 = no limit)."""
+    learning_rate: float = 1e-4
+    """Adam learning rate of the policy (and value head)."""
+    max_grad_norm: float = 1.0
+    """Clip the gradient norm to this before each optimizer step."""
+    normalize_advantages: bool = True
+    """Pass normalize=True to the advantage function (scale advantages to unit std)."""
+    num_steps: int = 100
+    """Training steps; each step samples a fresh batch of prompts."""
+    seed: int = 0
+    """Seed for prompts, sampling and initialisation; on a CPU the same seed gives the same metrics.csv."""
+    device: str = "auto"
+    """"auto" (cuda if available, else cpu), "cpu", "cuda" or "cuda:N"."""
+    mixed_precision: bool = True
+    """On CUDA, run forward passes in bfloat16 autocast (ignored on a CPU)."""
+    run_dir: str = "runs"
+    """Folder that receives one sub-folder per run."""
+    run_name: str = ""
+    """Name of this run's folder (default: algorithm-preset-date-time)."""
+    sample_every: int = 10
+    """Log generated text samples every this many steps."""
+    num_logged_samples: int = 4
+    """How many prompt/reply pairs each sample log holds."""
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid setting and what to do."""
+        positive_ints = {
+            "train_batch_size": self.train_batch_size,
+            "max_new_tokens": self.max_new_tokens,
+            "num_steps": self.num_steps,
+            "sample_every": self.sample_every,
+            "data.min_prompt_length": self.data.min_prompt_length,
+            "data.max_prompt_length": self.data.max_prompt_length,
+        }
+        for name, value in positive_ints.items():
+            _require(value > 0, name, value, "must be a positive integer")
+        _require(
+            self.data.min_prompt_length <= self.data.max_prompt_length,
+            "data.min_prompt_length",
+            self.data.min_prompt_length,
+            f"must not exceed data.max_prompt_length ({self.data.max_prompt_length})",
+        )
+        _require(self.data.max_samples >= 0, "data.max_samples", self.data.max_samples, "must be >= 0 (0 = all)")
+        _require(self.num_logged_samples >= 0, "num_logged_samples", self.num_logged_samples, "must be >= 0")
+        _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0 (try 1e-5 to 1e-3)")
+        _require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
+        _require(self.temperature > 0, "temperature", self.temperature, "must be > 0 (1.0 samples the policy as is)")
+        _require(self.top_k >= 0, "top_k", self.top_k, "must be >= 0 (0 = no limit)")
+        _require(0 < self.top_p <= 1, "top_p", self.top_p, "must be in (0, 1] (1.0 = no limit)")
+        _require(
+            self.reward.short_min_words >= 0, "reward.short_min_words", self.reward.short_min_words, "must be >= 0"
+        )
+        _require(
+            self.preset in (*PRESET_NAMES, "auto"),
+            "preset",
+            self.preset,
+            f"is unknown; use one of: auto, {', '.join(PRESET_NAMES)}",
+        )
+        _require(
+            re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None,
+            "device",
+            self.device,
+            'is not a device; use "auto", "cpu", "cuda" or "cuda:N"',
+        )
+        _require(self.impl.strip() != "", "impl", self.impl, 'is empty; use "student", "answer" or a folder')
+
+
+@dataclass
+class PPOConfig(TrainConfig):
+    """Settings of ``train_ppo.py``."""
+
+    ppo_clip_range: float = 0.2
+    """epsilon in clip(ratio, 1 - epsilon, 1 + epsilon); must lie in (0, 1)."""
+    ppo_epochs: int = 4
+    """Passes of ppo_step over each batch of rollouts."""
+    ppo_num_minibatches: int = 1
+    """Split each batch into this many minibatches per pass (raise it when memory runs out)."""
+    value_loss_coef: float = 0.5
+    """Weight of the value loss MSE(V, R) in the total loss."""
+    kl_coef: float = 0.05
+    """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty)."""
+
+    def validate(self) -> None:
+        super().validate()
+        _require(
+            0 < self.ppo_clip_range < 1,
+            "ppo_clip_range",
+            self.ppo_clip_range,
+            "must lie in (0, 1); 0.1 to 0.3 is usual",
+        )
+        _require(self.ppo_epochs > 0, "ppo_epochs", self.ppo_epochs, "must be a positive integer")
+        _require(
+            self.ppo_num_minibatches > 0, "ppo_num_minibatches", self.ppo_num_minibatches, "must be a positive integer"
+        )
+        _require(
+            self.train_batch_size % self.ppo_num_minibatches == 0,
+            "train_batch_size",
+            self.train_batch_size,
+            f"must be divisible by ppo_num_minibatches ({self.ppo_num_minibatches})",
+        )
+        _require(self.value_loss_coef >= 0, "value_loss_coef", self.value_loss_coef, "must be >= 0")
+        _require(self.kl_coef >= 0, "kl_coef", self.kl_coef, "must be >= 0 (0 turns the KL penalty off)")
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """Settings of ``train_grpo.py``."""
+
+    grpo_group_size: int = 4
+    """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
+
+    def validate(self) -> None:
+        super().validate()
+        _require(
+            self.grpo_group_size >= 2,
+            "grpo_group_size",
+            self.grpo_group_size,
+            "must be >= 2: a group of one reply has nothing to compare with",
+        )
+
+
+# Per preset: fields shared by both algorithms, then per-algorithm fields.
+_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "tiny": {
+        "common": {
+            "model": ModelConfig(model_name="tiny"),
+            "data": DataConfig(dataset_name="tiny", min_prompt_length=2, max_prompt_length=6),
+            "max_new_tokens": 12,
+            "device": "auto",
+        },
+        "ppo": {"train_batch_size": 64, "learning_rate": 1e-4, "num_steps": 80, "ppo_epochs": 4},
+        "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 2e-4, "num_steps": 80},
+    },
+    "gpt2": {
+        "common": {
+            "model": ModelConfig(model_name="gpt2"),
+            "data": DataConfig(dataset_name="imdb", min_prompt_length=2, max_prompt_length=8),
+            "max_new_tokens": 24,
+            "sample_every": 20,
+        },
+        "ppo": {"train_batch_size": 64, "learning_rate": 1.4e-5, "num_steps": 200, "ppo_epochs": 4},
+        "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 1.4e-5, "num_steps": 200},
+    },
+}
+
+ConfigT = TypeVar("ConfigT", bound=TrainConfig)
+
+
+def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
+    """The default ``cls`` (PPOConfig or GRPOConfig) for a resolved preset ("tiny" or "gpt2")."""
+    if preset not in _PRESETS:
+        raise ConfigError(f"preset={preset!r} is unknown; use one of: auto, {', '.join(PRESET_NAMES)}")
+    algorithm = "ppo" if issubclass(cls, PPOConfig) else "grpo"
+    overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][algorithm]}
+    overrides = {k: dataclasses.replace(v) if dataclasses.is_dataclass(v) else v for k, v in overrides.items()}
+    return cls(preset=preset, **overrides)
+
+
+def _require(ok: bool, name: str, value: object, problem: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}={value!r} {problem}.")
+
+
+def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
+    """Build ``cls`` from the command line: the preset's defaults, then the flags given.
+
+    Every field is a flag (``--train_batch_size 8``, ``--model.model_name gpt2``); ``--help`` lists
+    them all with the defaults of the chosen preset. Prints one line naming the preset.
+    """
+    import argparse
+    import sys
+
+    import tyro
+
+    args = list(sys.argv[1:] if args is None else args)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default="auto")
+    requested = pre.parse_known_args(args)[0].preset
+    if requested == "auto":
+        preset = "gpt2" if _cuda_available() else "tiny"
+        reason = "CUDA is available" if preset == "gpt2" else "no CUDA device found"
+        note = f"preset: {preset} (auto: {reason}; choose with --preset tiny|gpt2)"
+    else:
+        preset, note = requested, f"preset: {requested}"
+    config = tyro.cli(cls, args=args, default=preset_config(cls, preset), use_underscores=True)
+    config.preset = preset
+    if not any(a in ("-h", "--help") for a in args):
+        print(note, file=sys.stderr)
+    config.validate()
+    return config
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,252 @@
+"""The policy: a causal language model (GPT-2) plus a scalar value head.
+
+Shapes used below: B = sequences in the batch, P = prompt length (left-padded), T = response
+length, L = P + T, V = vocabulary size, H = hidden size.
+
+One PPO/GRPO step uses the model twice:
+
+1. :meth:`PolicyValueModel.generate` samples replies (no gradient) and returns the ids of
+   prompt + reply and a ``response_mask`` that covers each reply up to and including its first EOS;
+2. :meth:`PolicyValueModel.evaluate_sequences` scores those sequences (with gradient when needed):
+   the summed log-probability of each reply, the value V(s) of each prompt, and the entropy.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from rlhf_practice import ASSETS_DIR
+from rlhf_practice.errors import ConfigError, ModelLoadError
+
+TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
+VALUE_HEAD_FILE = "value_head.pt"
+
+hf_logging.disable_progress_bar()  # per-shard loading bars would bury the training progress bar
+
+
+def resolve_model_name(model_name: str) -> str:
+    """ "tiny" -> the shipped model folder; anything else (hub name or folder) unchanged."""
+    return str(TINY_MODEL_DIR) if model_name == "tiny" else model_name
+
+
+def _load_error(what: str, name: str, err: Exception) -> ModelLoadError:
+    hint = "use --preset tiny (works offline), a local folder, or set HF_ENDPOINT to a mirror of the Hugging Face Hub."
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        hint = "HF_HUB_OFFLINE=1 is set, so only cached models load; " + hint
+    first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return ModelLoadError(f"could not load the {what} of model.model_name={name!r} ({first_line}); {hint}")
+
+
+def load_tokenizer(model_name: str) -> PreTrainedTokenizerBase:
+    """The tokenizer of ``model_name``, set up for generation: left padding and a pad token."""
+    path = resolve_model_name(model_name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise _load_error("tokenizer", model_name, err) from err
+    if tokenizer.eos_token is None:
+        raise ModelLoadError(f"the tokenizer of model.model_name={model_name!r} has no EOS token; pick a causal LM.")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token  # GPT-2 has no pad token; padding is masked out anyway
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+@dataclass
+class Generation:
+    """What :meth:`PolicyValueModel.generate` returns.
+
+    sequences:      LongTensor (B, L)  prompt ids (left-padded) followed by the reply ids
+    attention_mask: LongTensor (B, L)  1 for real prompt tokens and for reply tokens in response_mask
+    response_mask:  FloatTensor (B, T) 1 for reply tokens up to and including the first EOS, else 0
+    prompt_length:  int                P; the reply of row b is sequences[b, P:]
+    """
+
+    sequences: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    prompt_length: int
+
+    @property
+    def response_ids(self) -> torch.Tensor:
+        """LongTensor (B, T): the reply part of ``sequences``."""
+        return self.sequences[:, self.prompt_length :]
+
+
+@dataclass
+class SequenceScores:
+    """What :meth:`PolicyValueModel.evaluate_sequences` returns.
+
+    logprobs: (B,) sum over reply tokens of log pi(token | prefix); prompt and padding excluded
+    values:   (B,) value head read at the last prompt token, V(s) of the prompt
+    entropy:  ()   mean per-token entropy of the policy over reply tokens
+    """
+
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    entropy: torch.Tensor
+
+
+def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
+    """FloatTensor (B, T): 1 up to and including the first ``eos_token_id`` of each row, 0 after it."""
+    is_eos = (response_ids == eos_token_id).long()
+    eos_before = torch.cumsum(is_eos, dim=1) - is_eos  # EOS tokens strictly before each position
+    return (eos_before == 0).float()
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+class PolicyValueModel(nn.Module):
+    """A causal LM (``self.lm``) plus ``self.value_head``: Linear(H, 1) on the last hidden states.
+
+    The model stays in eval mode (no dropout) so that log-probs of the same sequence agree between
+    sampling and updating; gradients still flow when they are enabled.
+    """
+
+    def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None):
+        super().__init__()
+        self.lm = lm
+        hidden = lm.config.hidden_size
+        if value_head is None:
+            value_head = nn.Linear(hidden, 1)
+            nn.init.normal_(value_head.weight, std=1.0 / (hidden + 1) ** 0.5)
+            nn.init.zeros_(value_head.bias)
+        self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
+        self.eval()
+
+    def train(self, mode: bool = True) -> PolicyValueModel:
+        """Always eval mode: RL here must not use dropout (see the class docstring)."""
+        return super().train(False)
+
+    @classmethod
+    def from_pretrained(cls, model_name: str, device: str | torch.device = "cpu") -> PolicyValueModel:
+        """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was saved."""
+        path = resolve_model_name(model_name)
+        try:
+            lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        except (OSError, ValueError) as err:
+            raise _load_error("weights", model_name, err) from err
+        value_head = None
+        head_file = Path(path) / VALUE_HEAD_FILE
+        if head_file.is_file():
+            value_head = nn.Linear(lm.config.hidden_size, 1)
+            value_head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
+        return cls(lm, value_head).to(device)
+
+    def save_pretrained(self, folder: str | Path) -> None:
+        """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained."""
+        folder = Path(folder)
+        self.lm.save_pretrained(folder)
+        torch.save(self.value_head.state_dict(), folder / VALUE_HEAD_FILE)
+
+    def frozen_copy(self) -> PolicyValueModel:
+        """A reference copy: same weights, no gradients (e.g. for a KL penalty to the start policy)."""
+        ref = copy.deepcopy(self)
+        ref.requires_grad_(False)
+        return ref
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm.device
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence (prompt + reply) the LM's position embeddings allow."""
+        return int(getattr(self.lm.config, "n_positions", None) or self.lm.config.max_position_embeddings)
+
+    def autocast(self, enabled: bool = True):
+        """bfloat16 autocast on CUDA when ``enabled``; a no-op on the CPU."""
+        if enabled and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        tokenizer: PreTrainedTokenizerBase,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        mixed_precision: bool = True,
+    ) -> Generation:
+        """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
+
+        Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
+        including that EOS (a reply that is EOS at once has one token in the mask).
+        """
+        prompt_length = input_ids.shape[1]
+        if prompt_length + max_new_tokens > self.max_length:
+            raise ConfigError(
+                f"max_new_tokens={max_new_tokens} plus prompts of {prompt_length} tokens exceed the model's "
+                f"{self.max_length} positions; lower max_new_tokens or data.max_prompt_length."
+            )
+        generation_config = GenerationConfig(
+            do_sample=True,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=0,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            use_cache=True,
+        )
+        with self.autocast(mixed_precision):
+            sequences = self.lm.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
+            )
+        response_mask = response_mask_from_ids(sequences[:, prompt_length:], tokenizer.eos_token_id)
+        full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
+        return Generation(sequences, full_mask, response_mask, prompt_length)
+
+    def evaluate_sequences(
+        self,
+        sequences: torch.Tensor,
+        attention_mask: torch.Tensor,
+        response_mask: torch.Tensor,
+        prompt_length: int,
+        mixed_precision: bool = True,
+    ) -> SequenceScores:
+        """Score prompt + reply sequences (B, L); see :class:`SequenceScores` for what comes back.
+
+        The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
+        log-probs of the reply come from logits[:, P-1 : L-1]. Gradients flow unless the caller
+        runs this under ``torch.no_grad()``.
+        """
+        with self.autocast(mixed_precision):
+            out = self.lm(
+                input_ids=sequences,
+                attention_mask=attention_mask,
+                position_ids=position_ids_from_mask(attention_mask),
+                output_hidden_states=True,
+                use_cache=False,
+            )
+        logits = out.logits[:, prompt_length - 1 : -1].float()  # (B, T, V)
+        response_ids = sequences[:, prompt_length:]  # (B, T)
+        log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
+        token_logprobs = log_probs.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        mask = response_mask.to(token_logprobs.dtype)
+        logprobs = (token_logprobs * mask).sum(dim=1)  # (B,)
+
+        token_entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B, T)
+        entropy = (token_entropy * mask).sum() / mask.sum().clamp(min=1)
+
+        last_prompt_hidden = out.hidden_states[-1][:, prompt_length - 1]  # (B, H)
+        values = self.value_head(last_prompt_hidden.to(self.value_head.weight.dtype)).squeeze(-1).float()  # (B,)
+        return SequenceScores(logprobs=logprobs, values=values, entropy=entropy)

@@ -1,0 +1,121 @@
+"""A rule-based sentiment reward: one score in [-1, 1] per text.
+
+The reward is a weighted sum of small *terms*, clipped to [-1, 1]. A term is any function
+``str -> float``; to add one (a keyword bonus, a reply that opens with "I think", ...), write the
+function and append ``(weight, function)`` to the list that :func:`build_reward` returns::
+
+    def i_think_bonus(text: str) -> float:
+        return 1.0 if words(text)[:2] == ["i", "think"] else 0.0
+
+    reward_fn = build_reward(config.reward)
+    reward_fn.terms.append((0.5, i_think_bonus))
+
+:func:`short_reply_penalty` is the worked example that ships with the package (off by default).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from rlhf_practice.config import RewardConfig
+
+POSITIVE_WORDS = frozenset(
+    """
+    good great excellent wonderful amazing brilliant superb fantastic outstanding perfect
+    beautiful lovely enjoyable enjoyed loved love best fun funny hilarious charming delightful
+    touching moving gripping stunning memorable masterpiece favorite favourite recommend
+    recommended entertaining powerful clever fascinating impressive inspiring refreshing
+    solid nice strong terrific splendid
+    """.split()
+)
+
+NEGATIVE_WORDS = frozenset(
+    """
+    bad awful terrible horrible worst worse boring bored dull waste wasted poor stupid
+    disappointing disappointed disappointment annoying ridiculous lame weak pointless mediocre
+    bland cheesy unfunny painful forgettable tedious hated hate garbage mess predictable
+    awkward clumsy dreadful pathetic laughable silly slow ugly
+    """.split()
+)
+
+NEGATIONS = frozenset("not no never nothing hardly barely neither nor without".split())
+
+NEGATION_WINDOW = 3
+"""A negation flips a sentiment word at most this many words after it, within one clause."""
+
+_CLAUSE_BREAK = re.compile(r"[.!?;:,\n]+")
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text``: punctuation, digits, emoji and non-Latin script dropped."""
+    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    return _WORD.findall(text)
+
+
+def _is_negation(word: str) -> bool:
+    return word in NEGATIONS or word.endswith("n't")
+
+
+def sentiment_polarities(text: str) -> list[int]:
+    """+1 / -1 for each sentiment word of ``text``, flipped when a negation shortly precedes it.
+
+    >>> sentiment_polarities("Not good. Great!")
+    [-1, 1]
+    """
+    polarities = []
+    for clause in _CLAUSE_BREAK.split(unicodedata.normalize("NFKC", text)):
+        clause_words = words(clause)
+        for i, word in enumerate(clause_words):
+            polarity = (word in POSITIVE_WORDS) - (word in NEGATIVE_WORDS)
+            if polarity == 0:
+                continue
+            window = clause_words[max(0, i - NEGATION_WINDOW) : i]
+            if any(_is_negation(w) for w in window):
+                polarity = -polarity
+            polarities.append(polarity)
+    return polarities
+
+
+def sentiment_term(text: str) -> float:
+    """(#positive - #negative) / (#positive + #negative) over sentiment words; 0 if there are none."""
+    polarities = sentiment_polarities(text)
+    return sum(polarities) / len(polarities) if polarities else 0.0
+
+
+def short_reply_penalty(text: str, min_words: int = 4) -> float:
+    """Worked example of an extra term: -1 for a reply with fewer than ``min_words`` words, else 0."""
+    return -1.0 if len(words(text)) < min_words else 0.0
+
+
+RewardTerm = Callable[[str], float]
+
+
+@dataclass
+class RuleBasedReward:
+    """``reward(texts)`` -> tensor of shape (N,), float32, each ``clip(sum_i w_i * term_i(text), -1, 1)``."""
+
+    terms: list[tuple[float, RewardTerm]] = field(default_factory=lambda: [(1.0, sentiment_term)])
+
+    def score(self, text: str) -> float:
+        """The reward of one text, in [-1, 1]."""
+        total = sum(weight * term(text) for weight, term in self.terms if weight != 0)
+        return max(-1.0, min(1.0, total))
+
+    def __call__(self, texts: Sequence[str]) -> torch.Tensor:
+        return torch.tensor([self.score(t) for t in texts], dtype=torch.float32)
+
+
+def build_reward(config: RewardConfig | None = None) -> RuleBasedReward:
+    """The reward a run uses, assembled from ``config`` (the defaults when None)."""
+    config = config or RewardConfig()
+    terms: list[tuple[float, RewardTerm]] = [(config.sentiment_weight, sentiment_term)]
+    if config.short_penalty_weight:
+        min_words = config.short_min_words
+        terms.append((config.short_penalty_weight, lambda text: short_reply_penalty(text, min_words)))
+    return RuleBasedReward(terms)

@@ -1,0 +1,414 @@
+"""Check that the graded tests catch plausible student mistakes and accept correct variants.
+
+    python scripts/mutation_check.py
+
+Each entry below replaces the body of one graded function in a copy of the answer key; the graded
+tests of that function must fail for every "wrong" entry and pass for every "right" one. Prints one
+line per entry and the failure message pytest gave, and exits 1 if any verdict is unexpected.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (function, verdict, name, body) -- body is indented by 4 spaces when inserted.
+CATALOG = [
+    # compute_advantages
+    (
+        "compute_advantages",
+        "right",
+        "no_grad block",
+        """with torch.no_grad():
+    a = rewards - values
+if normalize:
+    a = (a - a.mean()) / (a.std() + eps)
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "right",
+        "std_mean",
+        """a = rewards - values.detach()
+if not normalize:
+    return a
+std, mean = torch.std_mean(a)
+return (a - mean) / (std + eps)""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "missing detach",
+        """a = rewards - values
+if normalize:
+    a = (a - a.mean()) / (a.std() + eps)
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "normalize ignored",
+        """a = rewards - values.detach()
+return (a - a.mean()) / (a.std() + eps)""",
+    ),
+    ("compute_advantages", "wrong", "never normalizes", """return rewards - values.detach()"""),
+    (
+        "compute_advantages",
+        "wrong",
+        "no eps",
+        """a = rewards - values.detach()
+if normalize:
+    a = (a - a.mean()) / a.std()
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "wrong sign",
+        """a = values.detach() - rewards
+if normalize:
+    a = (a - a.mean()) / (a.std() + eps)
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "population std",
+        """a = rewards - values.detach()
+if normalize:
+    a = (a - a.mean()) / (a.std(unbiased=False) + eps)
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "in-place",
+        """rewards -= values.detach()
+if normalize:
+    rewards -= rewards.mean()
+    rewards /= rewards.std() + eps
+return rewards""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "float32 cast",
+        """a = (rewards - values.detach()).float()
+if normalize:
+    a = (a - a.mean()) / (a.std() + eps)
+return a""",
+    ),
+    (
+        "compute_advantages",
+        "wrong",
+        "no mean subtraction",
+        """a = rewards - values.detach()
+if normalize:
+    a = a / (a.std() + eps)
+return a""",
+    ),
+    # ppo_clip_loss
+    (
+        "ppo_clip_loss",
+        "right",
+        "max of negatives",
+        """ratio = (new_logprobs - old_logprobs.detach()).exp()
+a = advantages.detach()
+return torch.max(-ratio * a, -torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "right",
+        "where form",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+clipped = torch.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
+obj = torch.where(ratio * a < clipped * a, ratio * a, clipped * a)
+return -obj.sum() / obj.numel()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "max instead of min",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -torch.max(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "wrong sign",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "no clip",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+return -(ratio * advantages.detach()).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "sum",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).sum()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "fixed 0.2",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(0.8, 1.2) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "exp ratio of probs",
+        """ratio = torch.exp(new_logprobs) / torch.exp(old_logprobs.detach())
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "inverted ratio",
+        """ratio = torch.exp(old_logprobs.detach() - new_logprobs)
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "advantages not detached",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "old not detached",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "no mean",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "clipped ratio detached",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -torch.min(ratio * a, ratio.detach().clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "min of ratios",
+        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
+a = advantages.detach()
+return -(torch.min(ratio, ratio.clamp(1 - clip_range, 1 + clip_range)) * a).mean()""",
+    ),
+    # compute_group_advantages
+    (
+        "compute_group_advantages",
+        "right",
+        "loop over groups",
+        """out = []
+for i in range(0, rewards.numel(), group_size):
+    g = rewards[i : i + group_size]
+    a = g - g.mean()
+    if normalize:
+        a = a / (g.std() + eps)
+    out.append(a)
+return torch.cat(out)""",
+    ),
+    (
+        "compute_group_advantages",
+        "right",
+        "repeat_interleave stats",
+        """g = rewards.reshape(-1, group_size)
+mean = g.mean(1).repeat_interleave(group_size)
+a = rewards - mean
+if normalize:
+    a = a / (g.std(1).repeat_interleave(group_size) + eps)
+return a""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "wrong grouping order",
+        """g = rewards.view(group_size, -1)
+a = g - g.mean(dim=0, keepdim=True)
+if normalize:
+    a = a / (g.std(dim=0, keepdim=True) + eps)
+return a.reshape(-1)""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "batch std",
+        """g = rewards.view(-1, group_size)
+a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+if normalize:
+    a = a / (rewards.std() + eps)
+return a""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "task-book flatten then batch normalize",
+        """g = rewards.view(-1, group_size)
+a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+if normalize:
+    a = (a - a.mean()) / (a.std() + eps)
+return a""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "no eps",
+        """g = rewards.view(-1, group_size)
+a = g - g.mean(dim=1, keepdim=True)
+if normalize:
+    a = a / g.std(dim=1, keepdim=True)
+return a.reshape(-1)""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "normalize ignored",
+        """g = rewards.view(-1, group_size)
+a = (g - g.mean(dim=1, keepdim=True)) / (g.std(dim=1, keepdim=True) + eps)
+return a.reshape(-1)""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "not flattened",
+        """g = rewards.view(-1, group_size)
+a = g - g.mean(dim=1, keepdim=True)
+if normalize:
+    a = a / (g.std(dim=1, keepdim=True) + eps)
+return a""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "global mean baseline",
+        """a = rewards - rewards.mean()
+if normalize:
+    a = a / (rewards.std() + eps)
+return a""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "population std",
+        """g = rewards.view(-1, group_size)
+a = g - g.mean(dim=1, keepdim=True)
+if normalize:
+    a = a / (g.std(dim=1, keepdim=True, unbiased=False) + eps)
+return a.reshape(-1)""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "in-place",
+        """g = rewards.view(-1, group_size)
+g -= g.mean(dim=1, keepdim=True).clone()
+return rewards""",
+    ),
+    (
+        "compute_group_advantages",
+        "wrong",
+        "nan_to_num masks nan but divides by group std w/o eps when normalize False",
+        """g = rewards.view(-1, group_size)
+a = g - g.mean(dim=1, keepdim=True)
+a = a / (g.std(dim=1, keepdim=True) + eps)
+return a.reshape(-1)""",
+    ),
+    # grpo_loss
+    ("grpo_loss", "right", "explicit sum / n", """return -(logprobs * advantages.detach()).sum() / logprobs.numel()"""),
+    ("grpo_loss", "wrong", "wrong sign", """return (advantages.detach() * logprobs).mean()"""),
+    ("grpo_loss", "wrong", "sum", """return -(advantages.detach() * logprobs).sum()"""),
+    ("grpo_loss", "wrong", "missing detach", """return -(advantages * logprobs).mean()"""),
+    ("grpo_loss", "wrong", "no mean", """return -(advantages.detach() * logprobs)"""),
+    ("grpo_loss", "wrong", "probs", """return -(advantages.detach() * logprobs.exp()).mean()"""),
+    ("grpo_loss", "wrong", "logprobs detached", """return -(advantages.detach() * logprobs.detach()).mean()"""),
+]
+
+FILES = {"compute_advantages": "ppo", "ppo_clip_loss": "ppo", "compute_group_advantages": "grpo", "grpo_loss": "grpo"}
+
+
+def mutate(source: str, function: str, body: str) -> str:
+    """Replace the code after ``function``'s docstring with ``body``."""
+    start = source.index(f"def {function}(")
+    doc_end = source.index('"""', source.index('"""', start) + 3) + 3
+    next_def = re.compile(r"^def ", re.M).search(source, doc_end)
+    end = next_def.start() if next_def else len(source)
+    indented = "\n".join("    " + line if line else "" for line in body.splitlines())
+    return source[:doc_end] + "\n" + indented + "\n\n\n" + source[end:]
+
+
+def main() -> None:
+    unexpected = 0
+    for function, verdict, name, body in CATALOG:
+        with tempfile.TemporaryDirectory() as tmp:
+            for module in ("ppo", "grpo"):
+                source = (ROOT / "answer" / f"{module}_answer.py").read_text()
+                if FILES[function] == module:
+                    source = mutate(source, function, body)
+                (Path(tmp) / f"{module}.py").write_text(source)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-m",
+                    "graded",
+                    "--impl",
+                    tmp,
+                    "-k",
+                    function,
+                    "-q",
+                    "-x",
+                    "-p",
+                    "no:cacheprovider",
+                    "--no-header",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
+        failed = proc.returncode != 0
+        ok = failed == (verdict == "wrong")
+        unexpected += not ok
+        reason = next((line for line in proc.stdout.splitlines() if line.startswith(("E ", "FAILED", "ERROR"))), "")
+        message = next((line.strip() for line in proc.stdout.splitlines() if "TASKS.md" in line), reason)
+        print(
+            f"{'ok ' if ok else 'BAD'} {verdict:5s} {function}: {name}\n      {message[:300] if failed else 'passed'}"
+        )
+    print(f"{len(CATALOG) - unexpected}/{len(CATALOG)} verdicts as expected")
+    sys.exit(1 if unexpected else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Train the policy with GRPO on the sentiment reward.
+
+    python train_grpo.py                     # tiny preset on a CPU, GPT-2 + IMDB on a GPU
+    python train_grpo.py --impl answer       # run the answer key instead of rlhf_practice/rl/
+    python train_grpo.py --help              # every setting, with its default
+
+One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
+-> reward -> group advantages (each reply vs. its own group) -> grpo_step -> log.
+No value head is used: the group's mean reward is the baseline.
+"""
+
+import torch
+
+from rlhf_practice.config import GRPOConfig, parse_config
+from rlhf_practice.training import run_main, training_run
+
+
+def main() -> None:
+    config = parse_config(GRPOConfig)
+    with training_run(config, "grpo") as run:
+        grpo = run.impl.grpo
+        policy = run.policy
+        group_size = config.grpo_group_size
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        for step in run.steps():
+            # 1. Sample B prompts and repeat each K times: rows i*K .. i*K+K-1 share prompt i.
+            input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
+            input_ids = input_ids.repeat_interleave(group_size, dim=0)  # (B*K, P)
+            attention_mask = attention_mask.repeat_interleave(group_size, dim=0)
+            prompts = [p for p in prompts for _ in range(group_size)]
+
+            # 2. Generate B*K replies (no gradient) and score them.
+            generation = run.generate(input_ids, attention_mask)
+            replies, rewards = run.score_replies(generation)  # rewards: (B*K,)
+
+            # 3. Group advantages: reward minus the mean of the K replies to the same prompt
+            #    (your compute_group_advantages).
+            advantages = grpo.compute_group_advantages(rewards, group_size, normalize=config.normalize_advantages)
+
+            # 4. One update with the GRPO loss (your grpo_loss inside grpo_step).
+            stats = grpo.grpo_step(policy, optimizer, generation, advantages, config)
+
+            # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
+            metrics = {
+                **stats,
+                "reward/mean": rewards.mean().item(),
+                "reward/std": rewards.std().item(),
+                "reward/group_std": rewards.view(-1, group_size).std(dim=1).mean().item(),
+                "adv/mean": advantages.mean().item(),
+                "adv/std": advantages.std().item(),
+                "response/length": generation.response_mask.sum(dim=1).mean().item(),
+            }
+            run.log(
+                step,
+                metrics,
+                bar={"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean"},
+                prompts=prompts,
+                replies=replies,
+                rewards=rewards,
+            )
+
+
+if __name__ == "__main__":
+    run_main(main)
