@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.data import build_prompt_dataloader, infinite_batches
-from rlhf_practice.errors import ConfigError, RLHFPracticeError
+from rlhf_practice.errors import ConfigError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import RuleBasedReward, build_reward
 from rlhf_practice.rl import Impl, load_impl
@@ -213,7 +213,9 @@ def training_run(config: TrainConfig, algorithm: str) -> Iterator[TrainingRun]:
         print(f"\ninterrupted (Ctrl-C) at step {run.steps_done + 1}", file=sys.stderr)
         run.finish("interrupted")
         return
-    except BaseException:
+    except BaseException as err:
+        if isinstance(err, TrainingError):
+            err.args = (f"step {run.steps_done + 1}: {err}",)
         run.finish("failed")
         raise
     run.finish("finished")

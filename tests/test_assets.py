@@ -1,0 +1,49 @@
+"""The shipped tiny-preset assets (not graded): small, and reproducible by scripts/build_tiny_assets.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from rlhf_practice import ASSETS_DIR, PACKAGE_DIR
+
+ROOT = PACKAGE_DIR.parent
+
+
+def _build_script():
+    spec = importlib.util.spec_from_file_location("build_tiny_assets", ROOT / "scripts/build_tiny_assets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_assets_fit_the_size_budget() -> None:
+    total = sum(p.stat().st_size for p in ASSETS_DIR.rglob("*") if p.is_file())
+    assert total <= 8 * 1024 * 1024, f"assets take {total / 2**20:.1f} MiB; the budget is 8 MiB"
+    config = json.loads((ASSETS_DIR / "tiny_gpt2/config.json").read_text())
+    assert config["architectures"] == ["GPT2LMHeadModel"]
+
+
+def test_build_script_reproduces_corpus_and_tokenizer(tmp_path: Path) -> None:
+    build = _build_script()
+    info = json.loads((ASSETS_DIR / "tiny_gpt2/build_info.json").read_text())
+    rows = build.make_corpus(info["num_reviews"], info["seed"])
+    assert rows == pq.read_table(ASSETS_DIR / "tiny_reviews.parquet").to_pylist(), "corpus differs from the build"
+    build.train_tokenizer([r["text"] for r in rows], info["vocab_size"], tmp_path)
+    rebuilt = json.loads((tmp_path / "tokenizer.json").read_text())["model"]
+    shipped = json.loads((ASSETS_DIR / "tiny_gpt2/tokenizer.json").read_text())["model"]
+    assert rebuilt["vocab"] == shipped["vocab"] and rebuilt["merges"] == shipped["merges"]
+
+
+def test_corpus_is_varied_and_balanced() -> None:
+    table = pq.read_table(ASSETS_DIR / "tiny_reviews.parquet").to_pylist()
+    texts = [r["text"] for r in table]
+    assert len(set(texts)) > 0.95 * len(texts), "reviews should rarely repeat"
+    vocabulary = {w.strip(".,!?;:").lower() for t in texts for w in t.split()}
+    assert len(vocabulary) >= 300
+    assert any(" not good" in t or " not great" in t for t in texts), "negations expected"
+    lengths = sorted(len(t.split()) for t in texts)
+    assert lengths[len(lengths) // 10] < lengths[9 * len(lengths) // 10], "lengths should vary"

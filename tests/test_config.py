@@ -1,0 +1,100 @@
+"""Config: presets, the command line, and one clear message per bad value (not graded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlhf_practice.config import GRPOConfig, PPOConfig, parse_config, preset_config
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.rl import load_impl
+
+
+@pytest.mark.parametrize("cls", [PPOConfig, GRPOConfig])
+@pytest.mark.parametrize("preset", ["tiny", "gpt2"])
+def test_presets_are_valid(cls, preset) -> None:
+    config = preset_config(cls, preset)
+    config.validate()
+    assert config.preset == preset
+    assert config.model.model_name == ("tiny" if preset == "tiny" else "gpt2")
+    assert config.data.dataset_name == ("tiny" if preset == "tiny" else "imdb")
+
+
+def test_preset_defaults_are_not_shared_between_instances() -> None:
+    a, b = preset_config(PPOConfig, "tiny"), preset_config(PPOConfig, "tiny")
+    a.data.max_prompt_length = 99
+    assert b.data.max_prompt_length != 99
+
+
+def test_parse_config_reads_flags_and_announces_preset(capsys) -> None:
+    config = parse_config(
+        PPOConfig, ["--preset", "tiny", "--ppo_clip_range", "0.1", "--model.model_name", "gpt2", "--seed", "7"]
+    )
+    assert (config.ppo_clip_range, config.model.model_name, config.seed, config.preset) == (0.1, "gpt2", 7, "tiny")
+    assert "preset: tiny" in capsys.readouterr().err
+
+
+def test_parse_config_auto_preset_without_cuda(capsys, monkeypatch) -> None:
+    monkeypatch.setattr("rlhf_practice.config._cuda_available", lambda: False)
+    config = parse_config(GRPOConfig, [])
+    assert config.preset == "tiny"
+    assert "preset: tiny (auto: no CUDA device found" in capsys.readouterr().err
+
+
+def test_parse_config_auto_preset_with_cuda(capsys, monkeypatch) -> None:
+    monkeypatch.setattr("rlhf_practice.config._cuda_available", lambda: True)
+    config = parse_config(PPOConfig, [])
+    assert config.preset == "gpt2" and config.model.model_name == "gpt2"
+    assert "CUDA is available" in capsys.readouterr().err
+
+
+BAD_VALUES = [
+    (PPOConfig, {"train_batch_size": 0}, "train_batch_size=0 must be a positive integer"),
+    (PPOConfig, {"max_new_tokens": -1}, "max_new_tokens=-1 must be a positive integer"),
+    (PPOConfig, {"num_steps": 0}, "num_steps=0 must be a positive integer"),
+    (PPOConfig, {"learning_rate": 0.0}, "learning_rate=0.0 must be > 0"),
+    (PPOConfig, {"temperature": 0.0}, "temperature=0.0 must be > 0"),
+    (PPOConfig, {"top_p": 1.5}, "top_p=1.5 must be in (0, 1]"),
+    (PPOConfig, {"top_k": -3}, "top_k=-3 must be >= 0"),
+    (PPOConfig, {"ppo_clip_range": 0.0}, "ppo_clip_range=0.0 must lie in (0, 1)"),
+    (PPOConfig, {"ppo_clip_range": 1.5}, "ppo_clip_range=1.5 must lie in (0, 1)"),
+    (PPOConfig, {"ppo_epochs": 0}, "ppo_epochs=0 must be a positive integer"),
+    (PPOConfig, {"ppo_num_minibatches": 3}, "train_batch_size=64 must be divisible by ppo_num_minibatches (3)"),
+    (PPOConfig, {"value_loss_coef": -1.0}, "value_loss_coef=-1.0 must be >= 0"),
+    (PPOConfig, {"kl_coef": -0.1}, "kl_coef=-0.1 must be >= 0"),
+    (PPOConfig, {"device": "gpu"}, "device='gpu' is not a device"),
+    (PPOConfig, {"preset": "huge"}, "preset='huge' is unknown"),
+    (GRPOConfig, {"grpo_group_size": 1}, "grpo_group_size=1 must be >= 2"),
+    (GRPOConfig, {"max_grad_norm": 0.0}, "max_grad_norm=0.0 must be > 0"),
+]
+
+
+@pytest.mark.parametrize(("cls", "change", "message"), BAD_VALUES, ids=[next(iter(c)) for _, c, _ in BAD_VALUES])
+def test_each_bad_value_has_its_message(cls, change, message) -> None:
+    config = preset_config(cls, "tiny")
+    for key, value in change.items():
+        setattr(config, key, value)
+    with pytest.raises(ConfigError) as info:
+        config.validate()
+    assert message in str(info.value)
+
+
+def test_bad_prompt_lengths() -> None:
+    config = preset_config(GRPOConfig, "tiny")
+    config.data.min_prompt_length = 9
+    with pytest.raises(ConfigError, match=r"data.min_prompt_length=9 must not exceed data.max_prompt_length \(6\)"):
+        config.validate()
+
+
+def test_unknown_preset_on_the_command_line() -> None:
+    with pytest.raises(ConfigError, match="preset='huge' is unknown; use one of: auto, tiny, gpt2"):
+        parse_config(PPOConfig, ["--preset", "huge"])
+
+
+def test_load_impl_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"impl='nope' is neither .*student.*answer.* nor a folder"):
+        load_impl("nope")
+    (tmp_path / "ppo.py").write_text("")
+    with pytest.raises(ConfigError, match=r"missing .*grpo\.py; the folder needs both ppo\.py and grpo\.py"):
+        load_impl(str(tmp_path))

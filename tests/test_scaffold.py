@@ -1,0 +1,116 @@
+"""Scaffold integrity (not graded): the student files are stubs of the answer key and nothing else.
+
+These run in every mode, whatever --impl says: they check the files on disk, not an implementation.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlhf_practice import PACKAGE_DIR
+from rlhf_practice.rl import GRADED_FUNCTIONS, load_impl
+
+ROOT = PACKAGE_DIR.parent
+PAIRS = {
+    "ppo": ("rlhf_practice/rl/ppo.py", "answer/ppo_answer.py"),
+    "grpo": ("rlhf_practice/rl/grpo.py", "answer/grpo_answer.py"),
+}
+
+
+def _parse(path: str) -> ast.Module:
+    return ast.parse((ROOT / path).read_text(encoding="utf-8"))
+
+
+def _without_graded_bodies(tree: ast.Module, graded: set[str]) -> str:
+    """The module as AST text, with each graded function's body reduced to its docstring."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in graded:
+            node.body = node.body[:1]
+    return ast.dump(tree, include_attributes=False)
+
+
+@pytest.mark.parametrize("module", sorted(PAIRS))
+def test_student_file_matches_answer_outside_graded_bodies(module: str) -> None:
+    student, answer = PAIRS[module]
+    graded = set(GRADED_FUNCTIONS[module])
+    assert _without_graded_bodies(_parse(student), graded) == _without_graded_bodies(_parse(answer), graded), (
+        f"{student} and {answer} differ outside the bodies of {sorted(graded)}. Edit the answer key and run "
+        "python scripts/make_student_files.py."
+    )
+
+
+@pytest.mark.parametrize("module", sorted(PAIRS))
+def test_graded_functions_have_docstrings_and_exist_in_both(module: str) -> None:
+    for path in PAIRS[module]:
+        functions = {n.name: n for n in _parse(path).body if isinstance(n, ast.FunctionDef)}
+        for name in GRADED_FUNCTIONS[module]:
+            assert name in functions, f"{path} lacks {name}"
+            assert ast.get_docstring(functions[name]), f"{path}: {name} has no docstring"
+
+
+def test_student_stubs_raise_not_implemented_citing_tasks() -> None:
+    student = load_impl("student")
+    calls = {
+        ("ppo", "compute_advantages"): (torch.zeros(2), torch.zeros(2)),
+        ("ppo", "ppo_clip_loss"): (torch.zeros(2), torch.zeros(2), torch.zeros(2), 0.2),
+        ("grpo", "compute_group_advantages"): (torch.zeros(4), 2),
+        ("grpo", "grpo_loss"): (torch.zeros(2), torch.zeros(2)),
+    }
+    assert {(m, f) for m, fs in GRADED_FUNCTIONS.items() for f in fs} == set(calls)
+    for (module, name), args in calls.items():
+        section = GRADED_FUNCTIONS[module][name]
+        with pytest.raises(NotImplementedError, match=rf"{name}.*TASKS\.md {section}"):
+            getattr(getattr(student, module), name)(*args)
+
+
+def test_student_files_are_what_the_generator_writes() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from make_student_files import PAIRS as GENERATED
+        from make_student_files import stub_source
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    for module, (answer, student) in GENERATED.items():
+        expected = stub_source((ROOT / answer).read_text(encoding="utf-8"), GRADED_FUNCTIONS[module])
+        assert (ROOT / student).read_text(encoding="utf-8") == expected, (
+            f"{student} is out of date; run python scripts/make_student_files.py"
+        )
+
+
+def test_package_never_imports_answer() -> None:
+    offenders = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n == "answer" or n.startswith("answer.") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"rlhf_practice/ must reach the answer key only through load_impl: {offenders}"
+
+
+def test_importing_the_package_loads_no_answer_module() -> None:
+    code = (
+        "import sys, rlhf_practice.rl.ppo, rlhf_practice.rl.grpo, rlhf_practice.training;"
+        "bad = [m for m in sys.modules if 'answer' in m]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_load_impl_answer_and_folder(tmp_path: Path) -> None:
+    answer = load_impl("answer")
+    assert answer.ppo.compute_advantages is not load_impl("student").ppo.compute_advantages
+    (tmp_path / "ppo.py").write_text((ROOT / "answer/ppo_answer.py").read_text())
+    (tmp_path / "grpo.py").write_text((ROOT / "answer/grpo_answer.py").read_text())
+    folder = load_impl(str(tmp_path))
+    out = folder.grpo.compute_group_advantages(torch.tensor([1.0, 3.0]), 2)
+    assert torch.allclose(out, torch.tensor([-1.0, 1.0]) / (2**0.5 + 1e-8))

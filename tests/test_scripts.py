@@ -1,0 +1,185 @@
+"""Two-step smoke runs of both training scripts, and their error paths (not graded).
+
+The scripts run in-process (runpy) on the tiny preset and the CPU, with the answer key.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlhf_practice import PACKAGE_DIR
+from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+
+ROOT = PACKAGE_DIR.parent
+SHARED_TAGS = {"reward/mean", "reward/std", "loss/policy", "adv/mean", "response/length", "time/step_s"}
+PPO_TAGS = SHARED_TAGS | {"loss/value", "loss/total_no_kl", "loss/total_with_kl", "kl/approx", "ppo/clip_frac"}
+SMALL = ["--preset", "tiny", "--device", "cpu", "--num_steps", "2", "--max_new_tokens", "6", "--sample_every", "1"]
+SIZES = {"ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"], "grpo": ["--train_batch_size", "4"]}
+
+
+def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:
+    """Run train_<algorithm>.py in this process; returns (exit code, stderr, run folder)."""
+    argv = [f"train_{algorithm}.py", *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
+    old_argv = sys.argv
+    sys.argv = argv
+    code = 0
+    try:
+        runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv = old_argv
+    return code, "", run_dir / name
+
+
+def _metrics(run: Path) -> list[dict[str, str]]:
+    with open(run / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys) -> None:
+    code, _, run = run_script(algorithm, tmp_path, "--impl", "answer")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "finished after 2 steps" in err and "policy saved to" in err
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    required = PPO_TAGS if algorithm == "ppo" else SHARED_TAGS | {"reward/group_std"}
+    assert required <= tags, f"missing TensorBoard tags: {sorted(required - tags)}"
+    assert [e.step for e in events.Scalars("reward/mean")] == [1, 2]
+    assert any(tag.startswith("samples") for tag in events.Tags()["tensors"])
+
+    rows = _metrics(run)
+    assert [r["step"] for r in rows] == ["1", "2"]
+    assert (required - {"time/step_s"}) <= set(rows[0]), "metrics.csv lacks columns"
+    assert all(float(v) == float(v) for r in rows for v in r.values()), "NaN in metrics.csv"
+
+    config = json.loads((run / "config.json").read_text())
+    assert config["impl"] == "answer" and config["num_steps"] == 2 and config["preset"] == "tiny"
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and {"step", "prompt", "reply", "reward"} <= set(samples[0])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["outcome"] == "finished" and summary["steps"] == 2
+
+    policy = PolicyValueModel.from_pretrained(str(run / "policy"))
+    tokenizer = load_tokenizer(str(run / "policy"))
+    assert policy.value_head.weight.shape[1] == policy.lm.config.hidden_size and tokenizer.eos_token
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str) -> None:
+    runs = [run_script(algorithm, tmp_path, "--impl", "answer", "--seed", "3", name=f"r{i}")[2] for i in range(2)]
+    first, second = (_metrics(run) for run in runs)
+    assert first == second
+
+
+def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
+    code, _, _ = run_script("ppo", tmp_path, "--impl", "student")
+    err = capsys.readouterr().err
+    assert code == 3
+    line = next(line for line in err.splitlines() if line.startswith("error:"))
+    assert "compute_advantages" in line and "TASKS.md §1.2" in line and "--impl answer" in line
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ppo_clip_range", "1.5"], "error: ppo_clip_range=1.5 must lie in (0, 1)"),
+        (["--ppo_num_minibatches", "3"], "error: train_batch_size=8 must be divisible by ppo_num_minibatches (3)"),
+        (["--impl", "nowhere"], "error: impl='nowhere' is neither"),
+        (["--data.dataset_name", "missing.csv"], "no such file"),
+    ],
+)
+def test_bad_setting_is_one_line(tmp_path: Path, capsys, args: list[str], message: str) -> None:
+    code, _, _ = run_script("ppo", tmp_path, *args)
+    err = capsys.readouterr().err
+    assert code in (1, 2) and message in err and "Traceback" not in err
+
+
+def test_bad_group_size_is_one_line(tmp_path: Path, capsys) -> None:
+    code, _, _ = run_script("grpo", tmp_path, "--impl", "answer", "--grpo_group_size", "1")
+    err = capsys.readouterr().err
+    assert code == 2 and "error: grpo_group_size=1 must be >= 2" in err
+
+
+def _run_cli(script: str, *args: str) -> int:
+    old_argv, sys.argv = sys.argv, [script, *args]
+    try:
+        runpy.run_path(str(ROOT / script), run_name="__main__")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv = old_argv
+    return 0
+
+
+def test_flag_of_wrong_type_is_reported_by_the_cli(capsys) -> None:
+    code = _run_cli("train_ppo.py", "--train_batch_size", "many")
+    out = capsys.readouterr()
+    assert code == 2 and "train_batch_size" in out.out + out.err and "Traceback" not in out.out + out.err
+
+
+def _impl_folder(folder: Path, patch: str) -> Path:
+    """A copy of the answer key with ``patch`` appended to ppo.py (to inject failures)."""
+    folder.mkdir()
+    (folder / "ppo.py").write_text((ROOT / "answer/ppo_answer.py").read_text() + "\n" + patch)
+    (folder / "grpo.py").write_text((ROOT / "answer/grpo_answer.py").read_text())
+    return folder
+
+
+def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys) -> None:
+    patch = (
+        "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
+        "def ppo_clip_loss(*args):\n"
+        "    _calls.append(1)\n"
+        "    return _clip_loss(*args) * (float('nan') if len(_calls) > 2 else 1.0)\n"
+    )
+    impl = _impl_folder(tmp_path / "nan_impl", patch)
+    code, _, run = run_script("ppo", tmp_path, "--impl", str(impl))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "error: step 2: loss/total_with_kl is nan (not finite)" in err
+    assert [r["step"] for r in _metrics(run)] == ["1"], "the step before the NaN must stay logged"
+    assert json.loads((run / "summary.json").read_text())["outcome"] == "failed"
+
+
+def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys) -> None:
+    patch = (
+        "_calls = []\n_step = ppo_step\n\n\n"
+        "def ppo_step(*args):\n"
+        "    _calls.append(1)\n"
+        "    if len(_calls) > 2:\n"
+        "        raise KeyboardInterrupt\n"
+        "    return _step(*args)\n"
+    )
+    impl = _impl_folder(tmp_path / "interrupt_impl", patch)
+    code, _, run = run_script("ppo", tmp_path, "--impl", str(impl), "--num_steps", "5")
+    err = capsys.readouterr().err
+    assert code == 0 and "interrupted (Ctrl-C) at step 2" in err and "policy saved to" in err
+    assert [r["step"] for r in _metrics(run)] == ["1"]
+    assert (run / "policy" / "value_head.pt").is_file()
+    assert json.loads((run / "summary.json").read_text())["outcome"] == "interrupted"
+
+
+@pytest.mark.parametrize("script", ["train_ppo.py", "train_grpo.py"])
+def test_help_lists_every_setting(script: str, capsys) -> None:
+    assert _run_cli(script, "--help") == 0
+    out = capsys.readouterr().out
+    flags = ["--impl", "--preset", "--model.model_name", "--data.dataset_name", "--train_batch_size"]
+    flags += ["--max_new_tokens", "--temperature", "--learning_rate", "--seed", "--device", "--run_dir", "--num_steps"]
+    flags += ["--ppo_clip_range", "--ppo_epochs", "--value_loss_coef", "--kl_coef"] if "ppo" in script else []
+    flags += ["--grpo_group_size"] if "grpo" in script else []
+    missing = [f for f in flags if f not in out]
+    assert not missing, f"--help lacks {missing}"
+    assert "default: 0.2" in out or "grpo" in script, "--help must show the defaults"
