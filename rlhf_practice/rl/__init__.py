@@ -7,9 +7,10 @@ repository root; it is reached only through :func:`load_impl`, never imported di
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -25,13 +26,33 @@ GRADED_FUNCTIONS: dict[str, dict[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
 class Impl:
-    """The two modules of one implementation, and where they came from."""
+    """The two modules of one implementation (``impl.ppo``, ``impl.grpo``), and where they came from.
 
-    name: str
-    ppo: ModuleType
-    grpo: ModuleType
+    Each module is imported on first use, so that a submission whose grpo.py does not even parse
+    still runs (and is graded) on its ppo.py.
+    """
+
+    def __init__(self, name: str, loaders: dict[str, Callable[[], ModuleType]]):
+        self.name = name
+        self._loaders = loaders
+        self._modules: dict[str, ModuleType] = {}
+
+    def _module(self, key: str) -> ModuleType:
+        if key not in self._modules:
+            self._modules[key] = self._loaders[key]()
+        return self._modules[key]
+
+    @property
+    def ppo(self) -> ModuleType:
+        return self._module("ppo")
+
+    @property
+    def grpo(self) -> ModuleType:
+        return self._module("grpo")
+
+    def __repr__(self) -> str:
+        return f"Impl({self.name!r})"
 
 
 def _load_file(path: Path, module_name: str) -> ModuleType:
@@ -50,12 +71,17 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``), "answer" (``answer/*_answer.py``) or a folder
-    that holds ``ppo.py`` and ``grpo.py`` (a copy of a student's ``rlhf_practice/rl/``).
+    that holds ``ppo.py`` and ``grpo.py`` (a copy of a student's ``rlhf_practice/rl/``). Missing
+    files are reported at once; the modules themselves are imported on first use.
     """
     if name == "student":
-        from rlhf_practice.rl import grpo, ppo
-
-        return Impl(name, ppo, grpo)
+        return Impl(
+            name,
+            {
+                "ppo": lambda: importlib.import_module("rlhf_practice.rl.ppo"),
+                "grpo": lambda: importlib.import_module("rlhf_practice.rl.grpo"),
+            },
+        )
     if name == "answer":
         files = {"ppo": ANSWER_DIR / "ppo_answer.py", "grpo": ANSWER_DIR / "grpo_answer.py"}
     else:
@@ -67,5 +93,7 @@ def load_impl(name: str = "student") -> Impl:
     if missing:
         raise ConfigError(f"impl={name!r}: missing {', '.join(missing)}; the folder needs both ppo.py and grpo.py.")
     tag = hashlib.sha1(str(files["ppo"].resolve()).encode()).hexdigest()[:10]
-    modules = {key: _load_file(path, f"rlhf_impl_{tag}_{key}") for key, path in files.items()}
-    return Impl(name, modules["ppo"], modules["grpo"])
+    return Impl(
+        name,
+        {key: (lambda path=path, key=key: _load_file(path, f"rlhf_impl_{tag}_{key}")) for key, path in files.items()},
+    )
