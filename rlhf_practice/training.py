@@ -76,6 +76,15 @@ def mean_of(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak GPU memory allocated by torch on CUDA; peak resident memory of the process on a CPU."""
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux reports KiB
+
+
 @dataclass
 class TrainingRun:
     """Everything a training script needs, built from its config by :func:`start_run`."""
@@ -153,6 +162,7 @@ class TrainingRun:
             "steps": self.steps_done,
             "wall_s": round(time.time() - self.logger.start_time, 2),
             "final_reward": mean_of(self.rewards_seen[-max(1, len(self.rewards_seen) // 10) :]),
+            "peak_memory_mb": peak_memory_mb(self.device),
         }
         if outcome != "failed":
             policy_dir = self.logger.run_dir / "policy"

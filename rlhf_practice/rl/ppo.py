@@ -119,6 +119,7 @@ def ppo_step(
                 "ppo/ratio_mean": ratio.mean(),
                 "policy/entropy": scores.entropy,
             }
-        for name, value in metrics.items():
-            totals[name] = totals.get(name, 0.0) + value.item() / len(minibatches)
+        values = torch.stack([v.float() for v in metrics.values()]).tolist()  # one copy to the host
+        for name, value in zip(metrics, values):
+            totals[name] = totals.get(name, 0.0) + value / len(minibatches)
     return totals
