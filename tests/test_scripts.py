@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlhf_practice import PACKAGE_DIR
+from rlhf_practice import PACKAGE_DIR, compare
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 
 ROOT = PACKAGE_DIR.parent
@@ -70,6 +70,10 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys) -> None:
     assert samples and {"step", "prompt", "reply", "reward"} <= set(samples[0])
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["steps"] == 2
+
+    compare.main([str(tmp_path), "--out", str(tmp_path / "compare.png")])
+    table = capsys.readouterr().out
+    assert f"| run | {algorithm} | 2 |" in table and (tmp_path / "compare.png").stat().st_size > 10_000
 
     policy = PolicyValueModel.from_pretrained(str(run / "policy"))
     tokenizer = load_tokenizer(str(run / "policy"))

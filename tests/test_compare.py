@@ -1,0 +1,50 @@
+"""The run comparison tool (not graded), on hand-written run folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlhf_practice.compare import find_runs, load_run, main, smooth
+
+
+def _fake_run(folder: Path, algorithm: str, rewards: list[float], kl: bool) -> Path:
+    folder.mkdir(parents=True)
+    header = "step,reward/mean,loss/policy,response/length" + (",kl/approx" if kl else "")
+    rows = [f"{i + 1},{r},{-r / 10},12" + (f",{0.01 * (i + 1)}" if kl else "") for i, r in enumerate(rewards)]
+    (folder / "metrics.csv").write_text("\n".join([header, *rows]) + "\n")
+    (folder / "summary.json").write_text(json.dumps({"algorithm": algorithm, "wall_s": 12.5}))
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+def test_table_and_figure(tmp_path: Path, capsys) -> None:
+    _fake_run(tmp_path / "runs/ppo-a", "ppo", [0.0] * 10 + [0.5] * 9 + [0.9], kl=True)
+    _fake_run(tmp_path / "runs/grpo-b", "grpo", [0.1, 0.2, 0.3], kl=False)
+    out = tmp_path / "fig.png"
+    main([str(tmp_path / "runs"), "--out", str(out), "--smooth", "0"])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == "| run | algorithm | steps | final reward | wall time (s) | final kl/approx |"
+    assert "| grpo-b | grpo | 3 | 0.300 | 12.5 | n/a |" in table
+    assert "| ppo-a | ppo | 20 | 0.700 | 12.5 | 0.2000 |" in table
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_find_and_load(tmp_path: Path) -> None:
+    run = _fake_run(tmp_path / "r", "ppo", [0.2, 0.4], kl=True)
+    assert find_runs([run]) == [run] and find_runs([tmp_path]) == [run]
+    loaded = load_run(run)
+    assert loaded.steps == [1, 2] and loaded.metrics["reward/mean"] == [0.2, 0.4] and loaded.algorithm == "ppo"
+
+
+def test_smooth() -> None:
+    assert smooth([1.0, 0.0, 0.0], 0.5) == [1.0, 0.5, 0.25]
+    assert smooth([1.0, 2.0], 0.0) == [1.0, 2.0]
+
+
+def test_no_runs_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path)])
+    assert exit_.value.code == 2
