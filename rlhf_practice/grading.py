@@ -81,7 +81,7 @@ def _results(folder: Path, keyword: str | None, per_test_timeout: float, budget:
     """{test id: True, False or TIMED_OUT} for one run over ``folder``; None when the run crashed or hung as a whole."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        args = ["-m", "graded", "--impl", str(folder), "--timeout", str(per_test_timeout), f"--junitxml={report}"]
+        args = ["-m", "graded", f"--impl={folder}", f"--timeout={per_test_timeout}", f"--junitxml={report}"]
         if keyword:
             args += ["-k", keyword]
         proc = _pytest(args, timeout=budget)

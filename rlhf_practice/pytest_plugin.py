@@ -21,6 +21,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Also registered in pyproject.toml; repeated here because `pytest --impl DIR` (with a space) makes
+    # pytest pick DIR as its rootdir, and then pyproject.toml is not read.
+    config.addinivalue_line("markers", "graded: tests that grade the student functions in rlhf_practice/rl/")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"rlhf_practice implementation under test: --impl {config.getoption('--impl')}"
 
