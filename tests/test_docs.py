@@ -58,7 +58,7 @@ def _help(target: str) -> str:
             if target.endswith(".py"):
                 runpy.run_path(str(ROOT / target), run_name="__main__")
             else:
-                runpy.run_module(target, run_name="__main__", alter_sys=False)
+                runpy.run_path(str(ROOT / (target.replace(".", "/") + ".py")), run_name="__main__")
     finally:
         sys.argv = old_argv
     return out.getvalue() + err.getvalue()
