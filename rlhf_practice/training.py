@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -154,6 +155,13 @@ class TrainingRun:
             n = self.config.num_logged_samples
             self.logger.log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
 
+    def discard(self) -> None:
+        """Close the logs and delete the run folder (a run that never completed a step)."""
+        self.logger.close()
+        if getattr(self, "_bar", None) is not None:
+            self._bar.close()
+        shutil.rmtree(self.logger.run_dir, ignore_errors=True)
+
     def finish(self, outcome: str) -> None:
         """Save the policy (unless training failed), write summary.json, close the logs."""
         summary = {
@@ -224,6 +232,9 @@ def training_run(config: TrainConfig, algorithm: str) -> Iterator[TrainingRun]:
         run.finish("interrupted")
         return
     except BaseException as err:
+        if isinstance(err, NotImplementedError) and run.steps_done == 0:
+            run.discard()  # an unfinished stub at the first step: leave no empty run folder behind
+            raise
         if isinstance(err, TrainingError):
             err.args = (f"step {run.steps_done + 1}: {err}",)
         run.finish("failed")

@@ -88,9 +88,9 @@ def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str) -> None:
 
 
 def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
-    code, _, _ = run_script("ppo", tmp_path, "--impl", "student")
+    code, _, run = run_script("ppo", tmp_path, "--impl", "student")
     err = capsys.readouterr().err
-    assert code == 3
+    assert code == 3 and not run.exists(), "no empty run folder should be left behind"
     line = next(line for line in err.splitlines() if line.startswith("error:"))
     assert "compute_advantages" in line and "TASKS.md §1.2" in line and "--impl answer" in line
     assert "Traceback" not in err
