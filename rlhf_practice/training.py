@@ -31,12 +31,14 @@ from rlhf_practice.rl import Impl, load_impl
 from rlhf_practice.tracking import RunLogger
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch, and ask torch for deterministic kernels where it has them."""
+def seed_everything(seed: int, device: torch.device | None = None) -> None:
+    """Seed Python, NumPy and torch. On a CPU also ask torch for deterministic kernels, so that the
+    same seed gives the same metrics.csv; on CUDA speed wins (some kernels there are not deterministic)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    if device is None or device.type == "cpu":
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -189,8 +191,8 @@ def start_run(config: TrainConfig, algorithm: str) -> TrainingRun:
     """Validate ``config``, seed, and build the model, prompts, reward and run folder."""
     config.validate()
     impl = load_impl(config.impl)
-    seed_everything(config.seed)
     device = resolve_device(config.device)
+    seed_everything(config.seed, device)
     tokenizer = load_tokenizer(config.model.model_name)
     policy = PolicyValueModel.from_pretrained(config.model.model_name, device)
     loader = build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)
