@@ -42,6 +42,11 @@ def task_of(test_name: str) -> str:
     return matches[0]
 
 
+def _task_of_case(case_name: str) -> str:
+    """The task of a collected test case such as ``test_grpo_loss_random_inputs[float32]``."""
+    return task_of(case_name.split("[")[0])
+
+
 @dataclass
 class Grade:
     """One submission's results: passed / total graded tests per task, and notes for the instructor."""
@@ -53,6 +58,9 @@ class Grade:
 
     def points(self, task: str, points_per_task: float) -> float:
         return round(points_per_task * self.passed.get(task, 0) / self.total[task], 1) if self.total[task] else 0.0
+
+    def total_points(self, points_per_task: float) -> float:
+        return round(sum(self.points(task, points_per_task) for task in TASKS), 1)
 
 
 def _pytest(args: list[str], timeout: float) -> subprocess.CompletedProcess | None:
@@ -73,7 +81,7 @@ def collect_graded_tests() -> dict[str, int]:
     totals = dict.fromkeys(TASKS, 0)
     for line in proc.stdout.splitlines():
         if "::" in line:
-            totals[task_of(line.split("::")[-1].split("[")[0])] += 1
+            totals[_task_of_case(line.split("::")[-1])] += 1
     return totals
 
 
@@ -95,9 +103,13 @@ def _results(folder: Path, keyword: str | None, per_test_timeout: float, budget:
         return results
 
 
-def _unparseable(folder: Path) -> list[str]:
+SUBMISSION_FILES = ("ppo.py", "grpo.py")
+
+
+def _file_notes(folder: Path) -> list[str]:
+    """A note for each submission file that is missing or does not parse."""
     notes = []
-    for name in ("ppo.py", "grpo.py"):
+    for name in SUBMISSION_FILES:
         path = folder / name
         if not path.is_file():
             notes.append(f"{name} missing")
@@ -112,8 +124,8 @@ def _unparseable(folder: Path) -> list[str]:
 def grade(folder: Path, totals: dict[str, int], per_test_timeout: float) -> Grade:
     """Run the graded tests over one submission folder."""
     result = Grade(submission=str(folder), total=dict(totals), passed=dict.fromkeys(TASKS, 0))
-    result.notes = _unparseable(folder)
-    if any("missing" in note for note in result.notes):
+    result.notes = _file_notes(folder)
+    if not all((folder / name).is_file() for name in SUBMISSION_FILES):
         return result  # load_impl refuses a folder without both files: nothing can run
     budget = per_test_timeout * sum(totals.values()) + 120
     outcomes = _results(folder.resolve(), None, per_test_timeout, budget)
@@ -126,10 +138,10 @@ def grade(folder: Path, totals: dict[str, int], per_test_timeout: float) -> Grad
             if task_outcomes is None:
                 result.notes.append(f"{task}: crashed or hung")
             else:
-                outcomes.update({name: ok for name, ok in task_outcomes.items() if name.startswith(f"test_{task}")})
+                outcomes.update({name: ok for name, ok in task_outcomes.items() if _task_of_case(name) == task})
     timed_out = dict.fromkeys(TASKS, 0)
     for name, outcome in outcomes.items():
-        task = task_of(name.split("[")[0])
+        task = _task_of_case(name)
         result.passed[task] += outcome is True
         timed_out[task] += outcome == TIMED_OUT
     result.notes += [f"{task}: {n} test(s) timed out" for task, n in timed_out.items() if n]
@@ -141,7 +153,7 @@ def markdown_table(grades: list[Grade], points_per_task: float) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(TASKS) + 1), "---"]) + "|"]
     for g in grades:
         cells = [f"{g.points(t, points_per_task):g} ({g.passed[t]}/{g.total[t]})" for t in TASKS]
-        total = sum(g.points(t, points_per_task) for t in TASKS)
+        total = g.total_points(points_per_task)
         lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {total:g} | {'; '.join(g.notes)} |")
     max_total = points_per_task * len(TASKS)
     note = f"Each task is worth {points_per_task:g} points (total {max_total:g}); (passed/total) counts graded tests."
@@ -154,9 +166,8 @@ def write_csv(path: Path, grades: list[Grade], points_per_task: float) -> None:
         writer.writerow(["submission", *TASKS, "total", *(f"{t}_tests_passed" for t in TASKS), "notes"])
         for g in grades:
             points = [g.points(t, points_per_task) for t in TASKS]
-            writer.writerow(
-                [g.submission, *points, round(sum(points), 1), *(g.passed[t] for t in TASKS), "; ".join(g.notes)]
-            )
+            total = g.total_points(points_per_task)
+            writer.writerow([g.submission, *points, total, *(g.passed[t] for t in TASKS), "; ".join(g.notes)])
 
 
 def main(argv: list[str] | None = None) -> None:
