@@ -157,11 +157,14 @@ class TrainingRun:
             n = self.config.num_logged_samples
             self.logger.log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
 
-    def discard(self) -> None:
-        """Close the logs and delete the run folder (a run that never completed a step)."""
+    def _close(self) -> None:
         self.logger.close()
         if getattr(self, "_bar", None) is not None:
             self._bar.close()
+
+    def discard(self) -> None:
+        """Close the logs and delete the run folder (a run that never completed a step)."""
+        self._close()
         shutil.rmtree(self.logger.run_dir, ignore_errors=True)
 
     def finish(self, outcome: str) -> None:
@@ -180,9 +183,7 @@ class TrainingRun:
             self.tokenizer.save_pretrained(policy_dir)
             summary["policy_dir"] = str(policy_dir)
         self.logger.write_summary(summary)
-        self.logger.close()
-        if getattr(self, "_bar", None) is not None:
-            self._bar.close()
+        self._close()
         where = f"; policy saved to {summary['policy_dir']}" if "policy_dir" in summary else ""
         print(f"{outcome} after {self.steps_done} steps: logs in {self.logger.run_dir}{where}", file=sys.stderr)
 
