@@ -12,17 +12,18 @@ No value head is used: the group's mean reward is the baseline.
 import torch
 
 from rlhf_practice.config import GRPOConfig, parse_config
+from rlhf_practice.tracking import rollout_stats
 from rlhf_practice.training import run_main, training_run
 
 
 def main() -> None:
     config = parse_config(GRPOConfig)
-    with training_run(config, "grpo") as run:
+    with training_run(config) as run:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-        for step in run.steps():
+        for step in run.logger.steps():
             # 1. Sample B prompts and repeat each K times: rows i*K .. i*K+K-1 share prompt i.
             input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
             input_ids = input_ids.repeat_interleave(group_size, dim=0)  # (B*K, P)
@@ -38,26 +39,11 @@ def main() -> None:
             advantages = grpo.compute_group_advantages(rewards, group_size, normalize=config.normalize_advantages)
 
             # 4. One update with the GRPO loss (your grpo_loss inside grpo_step).
-            stats = grpo.grpo_step(policy, optimizer, generation, advantages, config)
+            stats = grpo.grpo_step(policy, optimizer, generation, advantages=advantages, config=config)
 
             # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
-            metrics = {
-                **stats,
-                "reward/mean": rewards.mean().item(),
-                "reward/std": rewards.std().item(),
-                "reward/group_std": rewards.view(-1, group_size).std(dim=1).mean().item(),
-                "adv/mean": advantages.mean().item(),
-                "adv/std": advantages.std().item(),
-                "response/length": generation.response_mask.sum(dim=1).mean().item(),
-            }
-            run.log(
-                step,
-                metrics,
-                bar={"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean"},
-                prompts=prompts,
-                replies=replies,
-                rewards=rewards,
-            )
+            metrics = {**stats, **rollout_stats(rewards, advantages, generation.response_mask, group_size)}
+            run.logger.log(step, metrics, prompts, replies, rewards)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_practice.config import PPOConfig
-from rlhf_practice.errors import check_finite
 from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.tracking import check_finite, mean_metrics
 
 
 def compute_advantages(
@@ -76,7 +76,7 @@ def ppo_step(
     advantages: torch.Tensor,
     returns: torch.Tensor,
     config: PPOConfig,
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """One pass (epoch) of PPO updates over a batch of N sampled replies.
 
     ``old_logprobs``, ``advantages`` and ``returns`` (the value targets R) are (N,) constants
@@ -85,18 +85,11 @@ def ppo_step(
 
         loss/total_with_kl = loss/policy + value_loss_coef * loss/value + kl_coef * kl/approx
 
-    Returns the metrics of the pass, averaged over its minibatches.
+    Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
     """
-    totals: dict[str, float] = {}
-    minibatches = torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches)
-    for idx in minibatches:
-        scores = policy.evaluate_sequences(
-            generation.sequences[idx],
-            generation.attention_mask[idx],
-            generation.response_mask[idx],
-            generation.prompt_length,
-            config.mixed_precision,
-        )
+    stats = []
+    for idx in torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches):
+        scores = policy.evaluate_sequences(generation[idx], config.mixed_precision)
         new_logprobs = scores.logprobs
         policy_loss = ppo_clip_loss(new_logprobs, old_logprobs[idx], advantages[idx], config.ppo_clip_range)
         value_loss = F.mse_loss(scores.values, returns[idx])
@@ -113,18 +106,17 @@ def ppo_step(
 
         with torch.no_grad():
             ratio = log_ratio.exp()
-            metrics = {
-                "loss/policy": policy_loss,
-                "loss/value": value_loss,
-                "loss/total_no_kl": total_no_kl,
-                "loss/total_with_kl": total_with_kl,
-                "kl/approx": approx_kl,
-                "kl/k3": ((ratio - 1) - log_ratio).mean(),  # always >= 0, lower variance
-                "ppo/clip_frac": ((ratio - 1).abs() > config.ppo_clip_range).float().mean(),
-                "ppo/ratio_mean": ratio.mean(),
-                "policy/entropy": scores.entropy,
-            }
-        values = torch.stack([v.float() for v in metrics.values()]).tolist()  # one copy to the host
-        for name, value in zip(metrics, values):
-            totals[name] = totals.get(name, 0.0) + value / len(minibatches)
-    return totals
+            stats.append(
+                {
+                    "loss/policy": policy_loss,
+                    "loss/value": value_loss,
+                    "loss/total_no_kl": total_no_kl,
+                    "loss/total_with_kl": total_with_kl,
+                    "kl/approx": approx_kl,
+                    "kl/k3": ((ratio - 1) - log_ratio).mean(),  # always >= 0, lower variance
+                    "ppo/clip_frac": ((ratio - 1).abs() > config.ppo_clip_range).float().mean(),
+                    "ppo/ratio_mean": ratio.mean(),
+                    "policy/entropy": scores.entropy,
+                }
+            )
+    return mean_metrics(stats)

@@ -3,7 +3,8 @@
 The modules, in the order a training step uses them:
 ``config`` (settings) -> ``data`` (prompts) -> ``modeling`` (generate, log-probs, values)
 -> ``reward`` (a score per text) -> ``rl`` (advantages and losses, the student files)
--> ``tracking`` (TensorBoard, metrics.csv, samples).
+-> ``tracking`` (TensorBoard, metrics.csv, samples). ``training`` sets a run up and closes it;
+``course`` says which functions are graded and loads the implementation named by ``--impl``.
 """
 
 from pathlib import Path

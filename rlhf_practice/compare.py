@@ -13,12 +13,10 @@ step, lightly smoothed (``--smooth``). The table lists, per run: the algorithm, 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+from rlhf_practice.tracking import Run, load_run
 
 PANELS = [
     ("reward/mean", "reward/mean (higher is better)"),
@@ -26,56 +24,6 @@ PANELS = [
     ("kl/approx", "kl/approx = mean(old - new log-probs), PPO"),
     ("response/length", "response/length (tokens)"),
 ]
-
-
-@dataclass
-class Run:
-    """One run folder, read back: its name, config, summary and per-step metrics."""
-
-    name: str
-    folder: Path
-    config: dict
-    summary: dict
-    metrics: dict[str, list[float]]
-    steps: list[int]
-
-    @property
-    def algorithm(self) -> str:
-        return self.summary.get("algorithm") or ("grpo" if "grpo_group_size" in self.config else "ppo")
-
-    def final(self, tag: str) -> float:
-        """Mean of ``tag`` over the last 10 % of steps (at least one step); NaN if never logged."""
-        values = self.metrics.get(tag, [])
-        tail = values[-max(1, len(values) // 10) :]
-        return sum(tail) / len(tail) if tail else math.nan
-
-    def wall_seconds(self) -> float:
-        if "wall_s" in self.summary:
-            return float(self.summary["wall_s"])
-        elapsed = self.metrics.get("time/elapsed_s", [])
-        return elapsed[-1] if elapsed else math.nan
-
-
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def load_run(folder: Path) -> Run:
-    """Read one run folder written by the training scripts."""
-    rows = _read_csv(folder / "metrics.csv")
-    timing = {row["step"]: row for row in _read_csv(folder / "timing.csv")}
-    metrics: dict[str, list[float]] = {}
-    steps = []
-    for row in rows:
-        steps.append(int(row["step"]))
-        for tag, value in {**row, **timing.get(row["step"], {})}.items():
-            if tag != "step" and value != "":
-                metrics.setdefault(tag, []).append(float(value))
-    read_json = lambda name: json.loads((folder / name).read_text()) if (folder / name).is_file() else {}  # noqa: E731
-    return Run(folder.name, folder, read_json("config.json"), read_json("summary.json"), metrics, steps)
 
 
 def find_runs(paths: list[Path]) -> list[Path]:

@@ -17,7 +17,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from rlhf_practice.errors import ConfigError
 
@@ -59,6 +59,8 @@ class RewardConfig:
 @dataclass
 class TrainConfig:
     """Settings shared by PPO and GRPO."""
+
+    algorithm: ClassVar[str] = ""  # "ppo" or "grpo": which script these settings are for
 
     preset: str = "auto"
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
@@ -147,6 +149,8 @@ class TrainConfig:
 class PPOConfig(TrainConfig):
     """Settings of ``train_ppo.py``."""
 
+    algorithm: ClassVar[str] = "ppo"
+
     ppo_clip_range: float = 0.2
     """epsilon in clip(ratio, 1 - epsilon, 1 + epsilon); must lie in (0, 1)."""
     ppo_epochs: int = 4
@@ -183,6 +187,8 @@ class PPOConfig(TrainConfig):
 @dataclass
 class GRPOConfig(TrainConfig):
     """Settings of ``train_grpo.py``."""
+
+    algorithm: ClassVar[str] = "grpo"
 
     grpo_group_size: int = 4
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
@@ -228,8 +234,7 @@ def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
     """The default ``cls`` (PPOConfig or GRPOConfig) for a resolved preset ("tiny" or "gpt2")."""
     if preset not in _PRESETS:
         raise ConfigError(f"preset={preset!r} is unknown; use one of: auto, {', '.join(PRESET_NAMES)}")
-    algorithm = "ppo" if issubclass(cls, PPOConfig) else "grpo"
-    overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][algorithm]}
+    overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][cls.algorithm]}
     overrides = {k: dataclasses.replace(v) if dataclasses.is_dataclass(v) else v for k, v in overrides.items()}
     return cls(preset=preset, **overrides)
 
@@ -243,7 +248,8 @@ def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
     """Build ``cls`` from the command line: the preset's defaults, then the flags given.
 
     Every field is a flag (``--train_batch_size 8``, ``--model.model_name gpt2``); ``--help`` lists
-    them all with the defaults of the chosen preset. Prints one line naming the preset.
+    them all with the defaults of the chosen preset. Prints one line naming the preset. The values
+    are checked once, by :meth:`TrainConfig.validate` when the run starts.
     """
     import argparse
     import sys
@@ -264,7 +270,6 @@ def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
     config.preset = preset
     if not any(a in ("-h", "--help") for a in args):
         print(note, file=sys.stderr)
-    config.validate()
     return config
 
 

@@ -39,6 +39,7 @@ from rlhf_practice.errors import DataError
 TINY_CORPUS = ASSETS_DIR / "tiny_reviews.parquet"
 
 _LOCAL_BUILDERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".txt": "text"}
+LOCAL_SUFFIXES = tuple(_LOCAL_BUILDERS)
 
 # Prompts need only the start of a review; tokenizing this many characters is enough and fast.
 _PROMPT_CHARS = 200

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.rl import GRADED_FUNCTIONS
+from rlhf_practice.course import TASKS as COURSE_TASKS
 
 ROOT = PACKAGE_DIR.parent
-TASKS = [name for functions in GRADED_FUNCTIONS.values() for name in functions]
+TASKS = [task.function for task in COURSE_TASKS]
 TIMED_OUT = "timed out"  # a test outcome besides True (passed) and False (failed)
-SECTIONS = {name: section for functions in GRADED_FUNCTIONS.values() for name, section in functions.items()}
+SECTIONS = {task.function: task.section for task in COURSE_TASKS}
 
 
 def task_of(test_name: str) -> str:

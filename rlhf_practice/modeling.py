@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 from transformers.utils import logging as hf_logging
 
 from rlhf_practice import ASSETS_DIR
-from rlhf_practice.errors import ConfigError, ModelLoadError
+from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
 VALUE_HEAD_FILE = "value_head.pt"
@@ -72,6 +72,8 @@ class Generation:
     attention_mask: LongTensor (B, L)  1 for real prompt tokens and for reply tokens in response_mask
     response_mask:  FloatTensor (B, T) 1 for reply tokens up to and including the first EOS, else 0
     prompt_length:  int                P; the reply of row b is sequences[b, P:]
+
+    ``generation[idx]`` selects rows (a minibatch); ``generation.decode(tokenizer)`` gives the replies.
     """
 
     sequences: torch.Tensor
@@ -83,6 +85,18 @@ class Generation:
     def response_ids(self) -> torch.Tensor:
         """LongTensor (B, T): the reply part of ``sequences``."""
         return self.sequences[:, self.prompt_length :]
+
+    def __getitem__(self, idx: torch.Tensor | slice) -> Generation:
+        """The rows ``idx`` (an index tensor or a slice) of every field."""
+        return Generation(self.sequences[idx], self.attention_mask[idx], self.response_mask[idx], self.prompt_length)
+
+    def __len__(self) -> int:
+        return self.sequences.shape[0]
+
+    def decode(self, tokenizer: PreTrainedTokenizerBase) -> list[str]:
+        """The text of each reply up to its first EOS (the tokens the reward and the loss see)."""
+        ids = self.response_ids.masked_fill(self.response_mask == 0, tokenizer.pad_token_id)
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
 
 
 @dataclass
@@ -181,6 +195,7 @@ class PolicyValueModel(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         tokenizer: PreTrainedTokenizerBase,
+        *,
         max_new_tokens: int,
         temperature: float = 1.0,
         top_k: int = 0,
@@ -194,9 +209,9 @@ class PolicyValueModel(nn.Module):
         """
         prompt_length = input_ids.shape[1]
         if prompt_length + max_new_tokens > self.max_length:
-            raise ConfigError(
-                f"max_new_tokens={max_new_tokens} plus prompts of {prompt_length} tokens exceed the model's "
-                f"{self.max_length} positions; lower max_new_tokens or data.max_prompt_length."
+            raise ValueError(
+                f"{max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
+                f"{self.max_length} positions."
             )
         generation_config = GenerationConfig(
             do_sample=True,
@@ -217,15 +232,8 @@ class PolicyValueModel(nn.Module):
         full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
         return Generation(sequences, full_mask, response_mask, prompt_length)
 
-    def evaluate_sequences(
-        self,
-        sequences: torch.Tensor,
-        attention_mask: torch.Tensor,
-        response_mask: torch.Tensor,
-        prompt_length: int,
-        mixed_precision: bool = True,
-    ) -> SequenceScores:
-        """Score prompt + reply sequences (B, L); see :class:`SequenceScores` for what comes back.
+    def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceScores:
+        """Score the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceScores`.
 
         The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
         log-probs of the reply come from logits[:, P-1 : L-1]. Gradients flow unless the caller
@@ -233,17 +241,17 @@ class PolicyValueModel(nn.Module):
         """
         with self.autocast(mixed_precision):
             out = self.lm(
-                input_ids=sequences,
-                attention_mask=attention_mask,
-                position_ids=position_ids_from_mask(attention_mask),
+                input_ids=generation.sequences,
+                attention_mask=generation.attention_mask,
+                position_ids=position_ids_from_mask(generation.attention_mask),
                 output_hidden_states=True,
                 use_cache=False,
             )
+        prompt_length = generation.prompt_length
         logits = out.logits[:, prompt_length - 1 : -1].float()  # (B, T, V)
-        response_ids = sequences[:, prompt_length:]  # (B, T)
         log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
-        token_logprobs = log_probs.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
-        mask = response_mask.to(token_logprobs.dtype)
+        token_logprobs = log_probs.gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        mask = generation.response_mask.to(token_logprobs.dtype)
         logprobs = (token_logprobs * mask).sum(dim=1)  # (B,)
 
         token_entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B, T)

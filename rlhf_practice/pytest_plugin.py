@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from rlhf_practice.rl import Impl, load_impl
+from rlhf_practice.course import Impl, load_impl
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -1,14 +1,17 @@
-"""One run = one folder under ``runs/``: TensorBoard events, metrics.csv, samples, config, policy.
+"""Run bookkeeping: a step's metrics, the progress bar, the run folder's files, and reading them back.
 
-Files of a run folder:
+Files of a run folder (one run = one folder under ``runs/``):
 
 - ``events.out.tfevents.*``: TensorBoard scalars (tags such as ``reward/mean``) and text samples;
 - ``metrics.csv``: one row per step, the same scalars (deterministic on a CPU for a given seed);
 - ``timing.csv``: ``time/step_s`` and ``time/elapsed_s`` per step (wall-clock, so never deterministic);
 - ``samples.jsonl``: prompt, reply and reward of a few rollouts every ``sample_every`` steps;
-- ``config.json``: the resolved configuration;
+- ``config.json``: the resolved configuration, with its ``algorithm``;
 - ``summary.json``: written at the end (steps done, wall time, final reward, how the run ended);
 - ``policy/``: the final policy and tokenizer, saved with ``save_pretrained``.
+
+:func:`load_run` reads such a folder back (``compare`` and ``scripts/benchmark.py`` use it), and
+:func:`final_mean` is the one definition of a run's "final" value.
 """
 
 from __future__ import annotations
@@ -16,33 +19,120 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from torch.utils.tensorboard import SummaryWriter
+import torch
+from tqdm.auto import tqdm
+
+from rlhf_practice.errors import TrainingError
 
 TIME_TAGS = ("time/step_s", "time/elapsed_s")
+# What the progress bar shows, per algorithm: {label: tag}.
+BAR = {
+    "ppo": {
+        "reward": "reward/mean",
+        "policy_loss": "loss/policy",
+        "value_loss": "loss/value",
+        "approx_kl": "kl/approx",
+    },
+    "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean"},
+}
+
+
+def final_mean(values: list[float]) -> float:
+    """A run's final value of a metric: the mean over its last 10 % of steps (at least one); NaN if empty."""
+    tail = values[-max(1, len(values) // 10) :]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def check_finite(name: str, value: torch.Tensor) -> None:
+    """Raise :class:`TrainingError` if ``value`` holds NaN or inf (called before each backward)."""
+    if not torch.isfinite(value).all():
+        raise TrainingError(
+            f"{name} is {value.detach().float().cpu().tolist()} (not finite). Check your rl/ functions for a "
+            "division by a zero std or exp() of large log-probs, or lower learning_rate."
+        )
+
+
+def mean_metrics(stats: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Average a list of metric dicts (one per minibatch or epoch) key by key, staying on the device."""
+    return {k: torch.stack([s[k].detach().float() for s in stats]).mean() for k in stats[0]}
+
+
+def rollout_stats(
+    rewards: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, group_size: int = 0
+) -> dict[str, torch.Tensor]:
+    """The statistics of a batch of rollouts that both algorithms log (0-dim tensors on the device).
+
+    rewards, advantages: (N,); response_mask: (N, T). With ``group_size`` K, also the mean std of the
+    rewards within each group of K replies to one prompt (``reward/group_std``).
+    """
+    stats = {
+        "reward/mean": rewards.mean(),
+        "reward/std": rewards.std(),
+        "adv/mean": advantages.mean(),
+        "adv/std": advantages.std(),
+        "response/length": response_mask.sum(dim=1).float().mean(),
+    }
+    if group_size:
+        stats["reward/group_std"] = rewards.view(-1, group_size).std(dim=1).mean()
+    return stats
 
 
 class RunLogger:
-    """Writes scalars and samples to TensorBoard and to plain files, flushing after every step."""
+    """Writes one run folder, drives the progress bar, and times the steps.
+
+    Scalars go to TensorBoard and metrics.csv (flushed after every step); every ``sample_every``
+    steps a few prompt/reply/reward triples go to TensorBoard text and samples.jsonl.
+    """
 
     def __init__(self, run_dir: Path, config: object):
+        from torch.utils.tensorboard import SummaryWriter  # imported here: only a training run needs it
+
         self.run_dir = Path(run_dir)
+        self.config = config
+        self.algorithm: str = config.algorithm
         self.run_dir.mkdir(parents=True, exist_ok=False)
-        (self.run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+        record = {"algorithm": self.algorithm, **dataclasses.asdict(config)}
+        (self.run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
         self.writer = SummaryWriter(log_dir=str(self.run_dir))
         self._files = {name: open(self.run_dir / name, "w", newline="") for name in ("metrics.csv", "timing.csv")}
         self._csv: dict[str, csv.DictWriter] = {}
         self._samples = open(self.run_dir / "samples.jsonl", "w", encoding="utf-8")
-        self.start_time = time.time()
+        self.start_time = self._last_time = time.time()
+        self.rewards_seen: list[float] = []
+        self.steps_done = 0
+        self._bar: tqdm | None = None
 
-    def log_scalars(self, step: int, metrics: dict[str, float]) -> None:
-        """Log one step's scalars; time tags go to timing.csv, the rest to metrics.csv."""
-        for tag, value in metrics.items():
+    def steps(self) -> Iterator[int]:
+        """1, 2, ..., num_steps, behind a progress bar that :meth:`log` updates."""
+        self._bar = tqdm(range(1, self.config.num_steps + 1), desc=self.algorithm, dynamic_ncols=True)
+        for step in self._bar:
+            yield step
+            self.steps_done = step
+
+    def log(
+        self, step: int, metrics: dict[str, torch.Tensor], prompts: list[str], replies: list[str], rewards: torch.Tensor
+    ) -> None:
+        """Log a step: its metrics (0-dim tensors, copied to the host at once), timing, the bar, samples."""
+        values = torch.stack([v.detach().float() for v in metrics.values()]).tolist()  # one copy to the host
+        scalars = dict(zip(metrics, values))
+        now = time.time()
+        scalars.update({"time/step_s": now - self._last_time, "time/elapsed_s": now - self.start_time})
+        self._last_time = now
+        self.rewards_seen.append(scalars["reward/mean"])
+        for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
-        self._write_row("metrics.csv", step, {k: v for k, v in metrics.items() if k not in TIME_TAGS})
-        self._write_row("timing.csv", step, {k: v for k, v in metrics.items() if k in TIME_TAGS})
+        self._write_row("metrics.csv", step, {k: v for k, v in scalars.items() if k not in TIME_TAGS})
+        self._write_row("timing.csv", step, {k: v for k, v in scalars.items() if k in TIME_TAGS})
+        self._bar.set_postfix({k: f"{scalars[tag]:+.3f}" for k, tag in BAR[self.algorithm].items()}, refresh=False)
+        if step % self.config.sample_every == 0 or step == 1:
+            n = self.config.num_logged_samples
+            self._log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
         self.flush()
 
     def _write_row(self, name: str, step: int, row: dict[str, float]) -> None:
@@ -51,8 +141,7 @@ class RunLogger:
             self._csv[name].writeheader()
         self._csv[name].writerow({"step": step, **{k: f"{v:.6g}" for k, v in row.items()}})
 
-    def log_samples(self, step: int, prompts: list[str], replies: list[str], rewards: list[float]) -> None:
-        """Log prompt/reply/reward triples to TensorBoard (as a Markdown table) and samples.jsonl."""
+    def _log_samples(self, step: int, prompts: list[str], replies: list[str], rewards: list[float]) -> None:
         rows = ["| prompt | reply | reward |", "|---|---|---|"]
         for prompt, reply, reward in zip(prompts, replies, rewards):
             cell = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
@@ -60,17 +149,79 @@ class RunLogger:
             self._samples.write(json.dumps({"step": step, "prompt": prompt, "reply": reply, "reward": reward}) + "\n")
         self.writer.add_text("samples", "\n".join(rows), step)
 
-    def write_summary(self, summary: dict) -> None:
+    def write_summary(self, outcome: str, **extra: object) -> dict:
+        """Write summary.json: how the run ended, steps done, wall time, final reward, and ``extra``."""
+        summary = {
+            "algorithm": self.algorithm,
+            "outcome": outcome,
+            "steps": self.steps_done,
+            "wall_s": round(time.time() - self.start_time, 2),
+            "final_reward": final_mean(self.rewards_seen),
+            **extra,
+        }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
 
     def flush(self) -> None:
         self.writer.flush()
-        for f in self._files.values():
+        for f in (*self._files.values(), self._samples):
             f.flush()
-        self._samples.flush()
 
     def close(self) -> None:
         self.flush()
         self.writer.close()
         for f in (*self._files.values(), self._samples):
             f.close()
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ----------------------------------------------------------------------------- reading runs back
+
+
+@dataclass
+class Run:
+    """One run folder, read back: its name, config, summary and per-step metrics (timing included)."""
+
+    name: str
+    folder: Path
+    config: dict
+    summary: dict
+    metrics: dict[str, list[float]]
+    steps: list[int]
+
+    @property
+    def algorithm(self) -> str:
+        return self.config.get("algorithm") or self.summary.get("algorithm", "?")
+
+    def final(self, tag: str) -> float:
+        """:func:`final_mean` of ``tag``."""
+        return final_mean(self.metrics.get(tag, []))
+
+    def wall_seconds(self) -> float:
+        if "wall_s" in self.summary:
+            return float(self.summary["wall_s"])
+        elapsed = self.metrics.get("time/elapsed_s", [])
+        return elapsed[-1] if elapsed else math.nan
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def load_run(folder: Path) -> Run:
+    """Read one run folder written by the training scripts."""
+    folder = Path(folder)
+    timing = {row["step"]: row for row in _read_csv(folder / "timing.csv")}
+    metrics: dict[str, list[float]] = {}
+    steps = []
+    for row in _read_csv(folder / "metrics.csv"):
+        steps.append(int(row["step"]))
+        for tag, value in {**row, **timing.get(row["step"], {})}.items():
+            if tag != "step" and value != "":
+                metrics.setdefault(tag, []).append(float(value))
+    read_json = lambda name: json.loads((folder / name).read_text()) if (folder / name).is_file() else {}  # noqa: E731
+    return Run(folder.name, folder, read_json("config.json"), read_json("summary.json"), metrics, steps)

@@ -1,43 +1,42 @@
-"""Shared machinery of the two training scripts: set-up, rollouts, and readable errors.
+"""Set-up and lifecycle of a training run: check, load, start, finish -- and readable errors.
 
-The RL loop itself is written out in ``train_ppo.py`` and ``train_grpo.py``; this module holds only
-what both need around it.
+The RL loop itself is written out in ``train_ppo.py`` and ``train_grpo.py``; the bookkeeping of each
+step (metrics, progress bar, files) is :mod:`rlhf_practice.tracking`.
 """
 
 from __future__ import annotations
 
-import math
+import os
 import random
-import shutil
+import socket
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from rlhf_practice.config import TrainConfig
-from rlhf_practice.data import build_prompt_dataloader, infinite_batches
+from rlhf_practice.course import Impl, load_impl
+from rlhf_practice.data import LOCAL_SUFFIXES, build_prompt_dataloader, infinite_batches
 from rlhf_practice.errors import ConfigError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import RuleBasedReward, build_reward
-from rlhf_practice.rl import Impl, load_impl
 from rlhf_practice.tracking import RunLogger
 
 
-def seed_everything(seed: int, device: torch.device | None = None) -> None:
+def seed_everything(seed: int, device: torch.device) -> None:
     """Seed Python, NumPy and torch. On a CPU also ask torch for deterministic kernels, so that the
     same seed gives the same metrics.csv; on CUDA speed wins (some kernels there are not deterministic)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    if device is None or device.type == "cpu":
+    if device.type == "cpu":
         torch.use_deterministic_algorithms(True, warn_only=True)
 
 
@@ -50,6 +49,30 @@ def resolve_device(device: str) -> torch.device:
             f"device={device!r} but no CUDA device is available; use --device cpu (or auto) and --preset tiny."
         )
     return torch.device(device)
+
+
+def _is_hub_name(name: str) -> bool:
+    """True for a Hugging Face Hub name ("gpt2", "imdb"); False for "tiny", a path or a local data file."""
+    local = name == "tiny" or name.startswith(("/", ".", "~")) or Path(name).suffix.lower() in LOCAL_SUFFIXES
+    return not local and not Path(name).exists()
+
+
+def work_offline_unless_hub_answers(names: list[str], timeout: float = 3.0) -> None:
+    """Knock once on the Hub when a run needs it. If it does not answer, switch to offline mode, so that
+    loading uses the local cache or fails at once, instead of retrying for about a minute."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or not any(_is_hub_name(name) for name in names):
+        return
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError:
+        print(f"note: {constants.ENDPOINT} did not answer within {timeout:g} s; working offline.", file=sys.stderr)
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        constants.HF_HUB_OFFLINE = True
+        if "datasets.config" in sys.modules:
+            sys.modules["datasets.config"].HF_HUB_OFFLINE = True
 
 
 def run_main(main: Callable[[], None]) -> None:
@@ -74,11 +97,6 @@ def run_main(main: Callable[[], None]) -> None:
         sys.exit(1)
 
 
-def mean_of(values: list[float]) -> float:
-    """Mean of a list of floats; NaN for an empty list."""
-    return sum(values) / len(values) if values else math.nan
-
-
 def peak_memory_mb(device: torch.device) -> float:
     """Peak GPU memory allocated by torch on CUDA; peak resident memory of the process on a CPU."""
     if device.type == "cuda":
@@ -93,7 +111,6 @@ class TrainingRun:
     """Everything a training script needs, built from its config by :func:`start_run`."""
 
     config: TrainConfig
-    algorithm: str
     impl: Impl
     device: torch.device
     tokenizer: PreTrainedTokenizerBase
@@ -101,8 +118,6 @@ class TrainingRun:
     prompts: Iterator[dict]
     reward_fn: RuleBasedReward
     logger: RunLogger
-    rewards_seen: list[float] = field(default_factory=list)
-    steps_done: int = 0
 
     def next_prompts(self) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts."""
@@ -116,130 +131,85 @@ class TrainingRun:
             input_ids,
             attention_mask,
             self.tokenizer,
-            c.max_new_tokens,
-            c.temperature,
-            c.top_k,
-            c.top_p,
-            c.mixed_precision,
+            max_new_tokens=c.max_new_tokens,
+            temperature=c.temperature,
+            top_k=c.top_k,
+            top_p=c.top_p,
+            mixed_precision=c.mixed_precision,
         )
 
     def score_replies(self, generation: Generation) -> tuple[list[str], torch.Tensor]:
         """The decoded replies (up to their first EOS) and their rewards, (N,) float32 on the device."""
-        ids = generation.response_ids.masked_fill(generation.response_mask == 0, self.tokenizer.pad_token_id)
-        replies = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        replies = generation.decode(self.tokenizer)
         return replies, self.reward_fn(replies).to(self.device)
-
-    def steps(self) -> Iterator[int]:
-        """1, 2, ..., num_steps, behind a progress bar (see :meth:`log`)."""
-        self._bar = tqdm(range(1, self.config.num_steps + 1), desc=self.algorithm, dynamic_ncols=True)
-        self._last_time = time.time()
-        for step in self._bar:
-            yield step
-            self.steps_done = step
-
-    def log(
-        self,
-        step: int,
-        metrics: dict[str, float],
-        bar: dict[str, str],
-        prompts: list[str],
-        replies: list[str],
-        rewards: torch.Tensor,
-    ) -> None:
-        """Log a step's metrics (plus timing), update the progress bar, and every sample_every steps log samples."""
-        now = time.time()
-        metrics = {**metrics, "time/step_s": now - self._last_time, "time/elapsed_s": now - self.logger.start_time}
-        self._last_time = now
-        self.rewards_seen.append(metrics["reward/mean"])
-        self.logger.log_scalars(step, metrics)
-        self._bar.set_postfix({k: f"{metrics[v]:+.3f}" for k, v in bar.items()}, refresh=False)
-        if step % self.config.sample_every == 0 or step == 1:
-            n = self.config.num_logged_samples
-            self.logger.log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
-
-    def _close(self) -> None:
-        self.logger.close()
-        if getattr(self, "_bar", None) is not None:
-            self._bar.close()
-
-    def discard(self) -> None:
-        """Close the logs and delete the run folder (a run that never completed a step)."""
-        self._close()
-        shutil.rmtree(self.logger.run_dir, ignore_errors=True)
 
     def finish(self, outcome: str) -> None:
         """Save the policy (unless training failed), write summary.json, close the logs."""
-        summary = {
-            "algorithm": self.algorithm,
-            "outcome": outcome,
-            "steps": self.steps_done,
-            "wall_s": round(time.time() - self.logger.start_time, 2),
-            "final_reward": mean_of(self.rewards_seen[-max(1, len(self.rewards_seen) // 10) :]),
-            "peak_memory_mb": peak_memory_mb(self.device),
-        }
+        extra = {"peak_memory_mb": peak_memory_mb(self.device)}
         if outcome != "failed":
             policy_dir = self.logger.run_dir / "policy"
             self.policy.save_pretrained(policy_dir)
             self.tokenizer.save_pretrained(policy_dir)
-            summary["policy_dir"] = str(policy_dir)
-        self.logger.write_summary(summary)
-        self._close()
-        where = f"; policy saved to {summary['policy_dir']}" if "policy_dir" in summary else ""
-        print(f"{outcome} after {self.steps_done} steps: logs in {self.logger.run_dir}{where}", file=sys.stderr)
+            extra["policy_dir"] = str(policy_dir)
+        self.logger.write_summary(outcome, **extra)
+        self.logger.close()
+        where = f"; policy saved to {extra['policy_dir']}" if "policy_dir" in extra else ""
+        print(f"{outcome} after {self.logger.steps_done} steps: logs in {self.logger.run_dir}{where}", file=sys.stderr)
 
 
-def start_run(config: TrainConfig, algorithm: str) -> TrainingRun:
-    """Validate ``config``, seed, and build the model, prompts, reward and run folder."""
+def start_run(config: TrainConfig) -> TrainingRun:
+    """Check everything that can be checked cheaply, then load the model, prompts and reward.
+
+    Order matters for the user: bad settings, an unfinished stub and a taken run folder are reported
+    before anything slow is loaded, and the run folder is made last.
+    """
     config.validate()
     impl = load_impl(config.impl)
+    impl.check_implemented(config.algorithm)
     device = resolve_device(config.device)
-    seed_everything(config.seed, device)
-    tokenizer = load_tokenizer(config.model.model_name)
-    policy = PolicyValueModel.from_pretrained(config.model.model_name, device)
-    loader = build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)
-    name = config.run_name or f"{algorithm}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}"
+    name = config.run_name or f"{config.algorithm}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}"
     run_dir = Path(config.run_dir) / name
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
+    work_offline_unless_hub_answers([config.model.model_name, config.data.dataset_name])
+
+    seed_everything(config.seed, device)
+    tokenizer = load_tokenizer(config.model.model_name)
+    policy = PolicyValueModel.from_pretrained(config.model.model_name, device)
+    longest = config.data.max_prompt_length + config.max_new_tokens
+    if longest > policy.max_length:
+        raise ConfigError(
+            f"max_new_tokens={config.max_new_tokens} plus data.max_prompt_length={config.data.max_prompt_length} "
+            f"exceed the model's {policy.max_length} positions; lower one of them."
+        )
+    loader = build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)
     logger = RunLogger(run_dir, config)
     print(
-        f"{algorithm} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
+        f"{config.algorithm} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )
-    return TrainingRun(
-        config,
-        algorithm,
-        impl,
-        device,
-        tokenizer,
-        policy,
-        infinite_batches(loader),
-        build_reward(config.reward),
-        logger,
-    )
+    reward_fn = build_reward(config.reward)
+    return TrainingRun(config, impl, device, tokenizer, policy, infinite_batches(loader), reward_fn, logger)
 
 
 @contextmanager
-def training_run(config: TrainConfig, algorithm: str) -> Iterator[TrainingRun]:
-    """``with training_run(config, "ppo") as run:`` -- the run folder is always flushed and closed.
+def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
+    """``with training_run(config) as run:`` -- the run folder is always flushed and closed.
 
     Finishing normally or with Ctrl-C saves the policy; any other exception leaves the logs written
     so far and re-raises (``run_main`` turns it into one line).
     """
-    run = start_run(config, algorithm)
+    run = start_run(config)
     try:
         yield run
     except KeyboardInterrupt:
-        print(f"\ninterrupted (Ctrl-C) at step {run.steps_done + 1}", file=sys.stderr)
+        print(f"\ninterrupted (Ctrl-C) at step {run.logger.steps_done + 1}", file=sys.stderr)
         run.finish("interrupted")
         return
     except BaseException as err:
-        if isinstance(err, NotImplementedError) and run.steps_done == 0:
-            run.discard()  # an unfinished stub at the first step: leave no empty run folder behind
-            raise
         if isinstance(err, TrainingError):
-            err.args = (f"step {run.steps_done + 1}: {err}",)
+            err.args = (f"step {run.logger.steps_done + 1}: {err}",)
         run.finish("failed")
         raise
     run.finish("finished")

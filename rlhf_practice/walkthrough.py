@@ -16,11 +16,10 @@ import argparse
 import torch
 
 from rlhf_practice.config import PPOConfig, preset_config
+from rlhf_practice.course import load_impl
 from rlhf_practice.data import build_prompt_dataloader
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import build_reward
-from rlhf_practice.rl import load_impl
-from rlhf_practice.training import seed_everything
 
 
 def _show(name: str, value: torch.Tensor) -> None:
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     config = preset_config(PPOConfig, "tiny")
-    seed_everything(args.seed)
+    torch.manual_seed(args.seed)
     impl = load_impl(args.impl)
     tokenizer = load_tokenizer(config.model.model_name)
     policy = PolicyValueModel.from_pretrained(config.model.model_name)
@@ -54,11 +53,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  prompt_text      {text!r}")
 
     print("\n2. Generate one reply per prompt, no gradient (PolicyValueModel.generate)")
-    generation = policy.generate(batch["input_ids"], batch["attention_mask"], tokenizer, config.max_new_tokens)
+    generation = policy.generate(
+        batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=config.max_new_tokens
+    )
     print(f"  sequences        shape {tuple(generation.sequences.shape)} = prompt {generation.prompt_length} + reply")
     _show("response_mask", generation.response_mask)
-    ids = generation.response_ids.masked_fill(generation.response_mask == 0, tokenizer.pad_token_id)
-    replies = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    replies = generation.decode(tokenizer)
     for reply in replies:
         print(f"  reply            {reply!r}")
 
@@ -68,9 +68,7 @@ def main(argv: list[str] | None = None) -> None:
 
     print("\n4. Old log-probs (sum over reply tokens) and values V(s) (PolicyValueModel.evaluate_sequences)")
     with torch.no_grad():
-        old = policy.evaluate_sequences(
-            generation.sequences, generation.attention_mask, generation.response_mask, generation.prompt_length
-        )
+        old = policy.evaluate_sequences(generation)
     _show("old.logprobs", old.logprobs)
     _show("old.values", old.values)
 
@@ -83,9 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     _show("advantages", advantages)
 
     print("\n6. The clip loss on the same replies, before any update (your ppo_clip_loss, TASKS.md §2.2)")
-    scores = policy.evaluate_sequences(
-        generation.sequences, generation.attention_mask, generation.response_mask, generation.prompt_length
-    )
+    scores = policy.evaluate_sequences(generation)
     try:
         loss = impl.ppo.ppo_clip_loss(scores.logprobs, old.logprobs, advantages, config.ppo_clip_range)
     except NotImplementedError as err:
@@ -101,9 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     loss.backward()
     optimizer.step()
     with torch.no_grad():
-        new = policy.evaluate_sequences(
-            generation.sequences, generation.attention_mask, generation.response_mask, generation.prompt_length
-        )
+        new = policy.evaluate_sequences(generation)
     _show("new - old", new.logprobs - old.logprobs)
     print("  replies with A > 0 became more likely (new - old > 0), those with A < 0 less likely.")
 

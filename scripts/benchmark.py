@@ -14,7 +14,6 @@ memory allocated by torch on CUDA, resident memory on a CPU). Nothing here is a 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
@@ -23,11 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def _rows(path: Path) -> list[dict[str, float]]:
-    with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
 
 def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list[str]) -> dict:
@@ -39,34 +36,31 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-        run = Path(tmp) / "bench"
-        metrics, timing = _rows(run / "metrics.csv"), _rows(run / "timing.csv")
-        config = json.loads((run / "config.json").read_text())
-        summary = json.loads((run / "summary.json").read_text())
+        run = load_run(Path(tmp) / "bench")
 
-    rows_per_step = config["train_batch_size"] * config.get("grpo_group_size", 1)
-    train_seconds = sum(t["time/step_s"] for t in timing)
-    tokens = sum(m["response/length"] * rows_per_step for m in metrics)
-    rewards = [m["reward/mean"] for m in metrics]
-    tenth = max(1, len(rewards) // 10)
-    first, last = sum(rewards[:tenth]) / tenth, sum(rewards[-tenth:]) / tenth
+    m = run.metrics
+    rows_per_step = run.config["train_batch_size"] * run.config.get("grpo_group_size", 1)
+    train_seconds = sum(m["time/step_s"])
+    tokens = sum(length * rows_per_step for length in m["response/length"])
+    rewards = m["reward/mean"]
+    first, last = final_mean(rewards[::-1]), final_mean(rewards)  # first and last 10 % of steps
     reached = next((i for i, r in enumerate(rewards) if r >= target), None)
     return {
         "device": "cuda" if "device=cuda" in proc.stderr else "cpu",
-        "steps": len(metrics),
+        "steps": len(run.steps),
         "rows_per_step": rows_per_step,
         "wall_s": round(wall, 1),
         "train_s": round(train_seconds, 1),
         "startup_s": round(wall - train_seconds, 1),
-        "steps_per_s": round(len(metrics) / train_seconds, 2),
+        "steps_per_s": round(len(run.steps) / train_seconds, 2),
         "generated_tokens_per_s": round(tokens / train_seconds, 1),
         "reward_first_10pct": round(first, 3),
         "reward_last_10pct": round(last, 3),
         "reward_gain": round(last - first, 3),
         f"steps_to_reward_{target}": None if reached is None else reached + 1,
-        f"seconds_to_reward_{target}": None if reached is None else round(timing[reached]["time/elapsed_s"], 1),
-        "peak_memory_mb": summary["peak_memory_mb"],
-        "final_kl_approx": metrics[-1].get("kl/approx"),
+        f"seconds_to_reward_{target}": None if reached is None else round(m["time/elapsed_s"][reached], 1),
+        "peak_memory_mb": run.summary["peak_memory_mb"],
+        "final_kl_approx": m["kl/approx"][-1] if "kl/approx" in m else None,
     }
 
 

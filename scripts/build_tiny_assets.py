@@ -318,8 +318,8 @@ def measure_reward(num_prompts: int, seed: int) -> dict:
     rewards, samples = [], []
     for i in range(0, len(dataset), 64):
         batch = collate([dataset[j] for j in range(i, min(i + 64, len(dataset)))])
-        gen = policy.generate(batch["input_ids"], batch["attention_mask"], tokenizer, cfg.max_new_tokens)
-        replies = tokenizer.batch_decode(gen.response_ids * gen.response_mask.long(), skip_special_tokens=True)
+        gen = policy.generate(batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=cfg.max_new_tokens)
+        replies = gen.decode(tokenizer)
         rewards.append(reward_fn(replies))
         samples += [p + " |" + r for p, r in zip(batch["prompt_text"], replies)]
     rewards = torch.cat(rewards)

@@ -16,12 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rlhf_practice.rl import GRADED_FUNCTIONS  # noqa: E402
+from rlhf_practice.course import TASKS, graded  # noqa: E402
 
-PAIRS = {
-    "ppo": ("answer/ppo_answer.py", "rlhf_practice/rl/ppo.py"),
-    "grpo": ("answer/grpo_answer.py", "rlhf_practice/rl/grpo.py"),
-}
+# {module: (answer file, student file)}, from the course table.
+PAIRS = {task.module: (task.answer_file, task.student_file) for task in TASKS}
 
 
 def stub_source(answer_source: str, graded: dict[str, str]) -> str:
@@ -46,10 +44,10 @@ def stub_source(answer_source: str, graded: dict[str, str]) -> str:
 
 def main() -> None:
     for module, (answer, student) in PAIRS.items():
-        graded = {name: section for name, section in GRADED_FUNCTIONS[module].items()}
-        source = stub_source((ROOT / answer).read_text(encoding="utf-8"), graded)
+        functions = graded(module)
+        source = stub_source((ROOT / answer).read_text(encoding="utf-8"), functions)
         (ROOT / student).write_text(source, encoding="utf-8")
-        print(f"wrote {student} from {answer}: stubs for {', '.join(graded)}")
+        print(f"wrote {student} from {answer}: stubs for {', '.join(functions)}")
 
 
 if __name__ == "__main__":

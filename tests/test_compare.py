@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_practice.compare import find_runs, load_run, main, smooth
+from rlhf_practice.compare import find_runs, main, smooth
+from rlhf_practice.tracking import final_mean, load_run, mean_metrics, rollout_stats
 
 
 def _fake_run(folder: Path, algorithm: str, rewards: list[float], kl: bool) -> Path:
@@ -48,3 +49,20 @@ def test_no_runs_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path)])
     assert exit_.value.code == 2
+
+
+def test_final_mean_is_the_last_tenth() -> None:
+    assert final_mean([0.0] * 18 + [1.0, 3.0]) == 2.0 and final_mean([5.0]) == 5.0
+    assert final_mean([]) != final_mean([])  # NaN
+
+
+def test_metric_helpers() -> None:
+    import torch
+
+    stats = [{"a": torch.tensor(1.0), "b": torch.tensor(2.0)}, {"a": torch.tensor(3.0), "b": torch.tensor(2.0)}]
+    assert {k: v.item() for k, v in mean_metrics(stats).items()} == {"a": 2.0, "b": 2.0}
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.5])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    out = rollout_stats(rewards, rewards - 0.5, mask, group_size=2)
+    assert out["response/length"].item() == 2.25 and out["adv/mean"].item() == 0.0
+    assert out["reward/group_std"].item() == pytest.approx((0.5**0.5 + 0.0) / 2)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rlhf_practice.config import GRPOConfig, PPOConfig, parse_config, preset_config
+from rlhf_practice.course import load_impl
 from rlhf_practice.errors import ConfigError
-from rlhf_practice.rl import load_impl
 
 
 @pytest.mark.parametrize("cls", [PPOConfig, GRPOConfig])

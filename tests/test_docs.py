@@ -151,7 +151,8 @@ def _logged_tags() -> set[str]:
         ROOT / "train_ppo.py",
         ROOT / "train_grpo.py",
         ROOT / "answer/ppo_answer.py",
-        ROOT / "rlhf_practice/training.py",
+        ROOT / "answer/grpo_answer.py",
+        ROOT / "rlhf_practice/tracking.py",
     ]
     return {m for path in sources for m in re.findall(r'"([a-z_]+/[a-z_0-9]+)"', path.read_text())}
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlhf_practice.errors import ConfigError, ModelLoadError
-from rlhf_practice.modeling import PolicyValueModel, load_tokenizer, response_mask_from_ids
+from rlhf_practice.errors import ModelLoadError
+from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer, response_mask_from_ids
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_generate_stops_rows_at_eos_in_the_middle(policy, tokenizer) -> None:
 
 def test_generate_refuses_too_long(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film"])
-    with pytest.raises(ConfigError, match="lower max_new_tokens"):
+    with pytest.raises(ValueError, match="exceed the model's"):
         policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=policy.max_length)
 
 
@@ -126,7 +126,7 @@ def test_evaluate_sequences_matches_a_direct_computation(policy, tokenizer) -> N
     attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
     assert response_mask.sum(dim=1).tolist() == [len(word(" great fun")) + 1, 1, 7]
 
-    scores = policy.evaluate_sequences(sequences, attention_mask, response_mask, width_p)
+    scores = policy.evaluate_sequences(Generation(sequences, attention_mask, response_mask, width_p))
     assert scores.logprobs.shape == (3,) and scores.values.shape == (3,) and scores.entropy.shape == ()
     for i, (p, r) in enumerate(zip(prompts, replies)):
         logprob, value = _direct_scores(policy, tokenizer, p, r)
@@ -139,7 +139,7 @@ def test_evaluate_sequences_carries_gradient_to_the_policy(policy, tokenizer) ->
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad"])
     torch.manual_seed(0)
     gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=4)
-    scores = policy.evaluate_sequences(gen.sequences, gen.attention_mask, gen.response_mask, gen.prompt_length)
+    scores = policy.evaluate_sequences(gen)
     (scores.logprobs.sum() + scores.values.sum()).backward()
     assert policy.value_head.weight.grad is not None
     assert policy.lm.transformer.wte.weight.grad is not None
@@ -152,3 +152,17 @@ def test_frozen_copy(policy) -> None:
     assert all(p.requires_grad for p in policy.parameters())
     assert all(torch.equal(a, b) for a, b in zip(ref.parameters(), policy.parameters()))
     assert not ref.training and not policy.train().training
+
+
+def test_generation_rows_and_decode(policy, tokenizer) -> None:
+    input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad", "I watched"])
+    torch.manual_seed(0)
+    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=5)
+    rows = gen[torch.tensor([2, 0])]
+    assert len(rows) == 2 and rows.prompt_length == gen.prompt_length
+    assert torch.equal(rows.sequences, gen.sequences[[2, 0]]) and torch.equal(
+        rows.response_mask, gen.response_mask[[2, 0]]
+    )
+    replies = gen.decode(tokenizer)
+    assert rows.decode(tokenizer) == [replies[2], replies[0]]
+    assert all(tokenizer.eos_token not in reply for reply in replies)

@@ -14,13 +14,10 @@ import pytest
 import torch
 
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.rl import GRADED_FUNCTIONS, load_impl
+from rlhf_practice.course import TASKS, graded, load_impl
 
 ROOT = PACKAGE_DIR.parent
-PAIRS = {
-    "ppo": ("rlhf_practice/rl/ppo.py", "answer/ppo_answer.py"),
-    "grpo": ("rlhf_practice/rl/grpo.py", "answer/grpo_answer.py"),
-}
+PAIRS = {task.module: (task.student_file, task.answer_file) for task in TASKS}
 
 
 def _parse(path: str) -> ast.Module:
@@ -38,9 +35,9 @@ def _without_graded_bodies(tree: ast.Module, graded: set[str]) -> str:
 @pytest.mark.parametrize("module", sorted(PAIRS))
 def test_student_file_matches_answer_outside_graded_bodies(module: str) -> None:
     student, answer = PAIRS[module]
-    graded = set(GRADED_FUNCTIONS[module])
-    assert _without_graded_bodies(_parse(student), graded) == _without_graded_bodies(_parse(answer), graded), (
-        f"{student} and {answer} differ outside the bodies of {sorted(graded)}. Edit the answer key and run "
+    functions = set(graded(module))
+    assert _without_graded_bodies(_parse(student), functions) == _without_graded_bodies(_parse(answer), functions), (
+        f"{student} and {answer} differ outside the bodies of {sorted(functions)}. Edit the answer key and run "
         "python scripts/make_student_files.py."
     )
 
@@ -49,7 +46,7 @@ def test_student_file_matches_answer_outside_graded_bodies(module: str) -> None:
 def test_graded_functions_have_docstrings_and_exist_in_both(module: str) -> None:
     for path in PAIRS[module]:
         functions = {n.name: n for n in _parse(path).body if isinstance(n, ast.FunctionDef)}
-        for name in GRADED_FUNCTIONS[module]:
+        for name in graded(module):
             assert name in functions, f"{path} lacks {name}"
             assert ast.get_docstring(functions[name]), f"{path}: {name} has no docstring"
 
@@ -62,9 +59,9 @@ def test_student_stubs_raise_not_implemented_citing_tasks() -> None:
         ("grpo", "compute_group_advantages"): (torch.zeros(4), 2),
         ("grpo", "grpo_loss"): (torch.zeros(2), torch.zeros(2)),
     }
-    assert {(m, f) for m, fs in GRADED_FUNCTIONS.items() for f in fs} == set(calls)
+    assert {(t.module, t.function) for t in TASKS} == set(calls)
     for (module, name), args in calls.items():
-        section = GRADED_FUNCTIONS[module][name]
+        section = graded(module)[name]
         with pytest.raises(NotImplementedError, match=rf"{name}.*TASKS\.md {section}"):
             getattr(getattr(student, module), name)(*args)
 
@@ -77,7 +74,7 @@ def test_student_files_are_what_the_generator_writes() -> None:
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     for module, (answer, student) in GENERATED.items():
-        expected = stub_source((ROOT / answer).read_text(encoding="utf-8"), GRADED_FUNCTIONS[module])
+        expected = stub_source((ROOT / answer).read_text(encoding="utf-8"), graded(module))
         assert (ROOT / student).read_text(encoding="utf-8") == expected, (
             f"{student} is out of date; run python scripts/make_student_files.py"
         )

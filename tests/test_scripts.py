@@ -88,9 +88,11 @@ def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str) -> None:
 
 
 def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
-    code, _, run = run_script("ppo", tmp_path, "--impl", "student")
+    # A model that cannot load: the stub must be reported first, before anything is loaded.
+    code, _, run = run_script("ppo", tmp_path, "--impl", "student", "--model.model_name", str(tmp_path / "no_model"))
     err = capsys.readouterr().err
     assert code == 3 and not run.exists(), "no empty run folder should be left behind"
+    assert "no such folder" not in err, "the stub check must come before loading the model"
     line = next(line for line in err.splitlines() if line.startswith("error:"))
     assert "compute_advantages" in line and "TASKS.md §1.2" in line and "--impl answer" in line
     assert "Traceback" not in err
@@ -106,7 +108,7 @@ def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
     ],
 )
 def test_bad_setting_is_one_line(tmp_path: Path, capsys, args: list[str], message: str) -> None:
-    code, _, _ = run_script("ppo", tmp_path, *args)
+    code, _, _ = run_script("ppo", tmp_path, "--impl", "answer", *args)
     err = capsys.readouterr().err
     assert code in (1, 2) and message in err and "Traceback" not in err
 
@@ -146,8 +148,8 @@ def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys)
     patch = (
         "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
         "def ppo_clip_loss(*args):\n"
-        "    _calls.append(1)\n"
-        "    return _clip_loss(*args) * (float('nan') if len(_calls) > 2 else 1.0)\n"
+        "    _calls.append(1)  # call 1: the start-up check; 2-3: step 1 (2 epochs); 4: step 2\n"
+        "    return _clip_loss(*args) * (float('nan') if len(_calls) > 3 else 1.0)\n"
     )
     impl = _impl_folder(tmp_path / "nan_impl", patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl))
@@ -161,11 +163,11 @@ def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys)
 def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys) -> None:
     patch = (
         "_calls = []\n_step = ppo_step\n\n\n"
-        "def ppo_step(*args):\n"
+        "def ppo_step(*args, **kwargs):\n"
         "    _calls.append(1)\n"
         "    if len(_calls) > 2:\n"
         "        raise KeyboardInterrupt\n"
-        "    return _step(*args)\n"
+        "    return _step(*args, **kwargs)\n"
     )
     impl = _impl_folder(tmp_path / "interrupt_impl", patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl), "--num_steps", "5")
@@ -187,3 +189,25 @@ def test_help_lists_every_setting(script: str, capsys) -> None:
     missing = [f for f in flags if f not in out]
     assert not missing, f"--help lacks {missing}"
     assert "default: 0.2" in out or "grpo" in script, "--help must show the defaults"
+
+
+def test_too_long_replies_are_a_setting_error_before_the_run_folder(tmp_path: Path, capsys) -> None:
+    code, _, run = run_script("grpo", tmp_path, "--impl", "answer", "--max_new_tokens", "100000")
+    err = capsys.readouterr().err
+    assert code == 2 and not run.exists() and "Traceback" not in err
+    assert "error: max_new_tokens=100000 plus data.max_prompt_length=6 exceed the model's" in err
+
+
+def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A hub that does not answer: one short knock, then offline mode and the one-line hint."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # an empty cache
+    code, _, run = run_script("ppo", tmp_path, "--impl", "answer", "--model.model_name", "no-such-org/no-such-model")
+    err = capsys.readouterr().err
+    assert "did not answer within 3 s; working offline" in err
+    assert code == 1 and "Traceback" not in err and "--preset tiny" in err and "HF_ENDPOINT" in err
+    assert "Retrying" not in err and not run.exists()

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 
 from rlhf_practice.config import GRPOConfig
-from rlhf_practice.errors import check_finite
 from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.tracking import check_finite
 
 
 def compute_group_advantages(
@@ -68,15 +68,9 @@ def grpo_step(
     generation: Generation,
     advantages: torch.Tensor,
     config: GRPOConfig,
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """One GRPO update on N = B * K sampled replies: recompute log-probs, loss, one optimizer step."""
-    scores = policy.evaluate_sequences(
-        generation.sequences,
-        generation.attention_mask,
-        generation.response_mask,
-        generation.prompt_length,
-        config.mixed_precision,
-    )
+    scores = policy.evaluate_sequences(generation, config.mixed_precision)
     loss = grpo_loss(scores.logprobs, advantages)
     check_finite("loss/policy", loss)
 
@@ -84,4 +78,4 @@ def grpo_step(
     loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
     optimizer.step()
-    return {"loss/policy": loss.item(), "policy/entropy": scores.entropy.item()}
+    return {"loss/policy": loss.detach(), "policy/entropy": scores.entropy.detach()}
