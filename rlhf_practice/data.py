@@ -27,14 +27,17 @@ import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from transformers import PreTrainedTokenizerBase
 
 from rlhf_practice import ASSETS_DIR
 from rlhf_practice.config import DataConfig
 from rlhf_practice.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 TINY_CORPUS = ASSETS_DIR / "tiny_reviews.parquet"
 

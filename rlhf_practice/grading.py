@@ -1,15 +1,22 @@
-"""Grade a class: run the graded tests on each submission and print one score table.
+"""Grade a class: run each submission in isolation on the graded cases and print one score table.
 
     python -m rlhf_practice.grading submissions/alice submissions/bob ...
-    python -m rlhf_practice.grading submissions/*/ --csv grades.csv --timeout 20
+    python -m rlhf_practice.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (a copy of their
-``rlhf_practice/rl/``). For each one, ``pytest -m graded --impl FOLDER`` runs in a separate process
-with a per-test time limit. A task's points are its share of passed tests times ``--points``. A
-submission that crashes, hangs or does not parse loses the points of the tests it breaks and
-nothing else: when the whole run dies, each task is rerun on its own.
+``rlhf_practice/rl/``). For each one, a child process runs in a fresh temporary tree that holds the
+package and the two files and nothing else (no answer key, no tests), under limits on time, memory
+and output. Where the system allows it (``unshare``), the child also cannot see the answer key, the
+tests, the scripts or the git history of this repository, and cannot write to it. The child only
+*computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
+hidden inputs made for this grading run, and writes the results (values and gradients) to a file.
+This process, which never imports student code, reads that file as plain tensors and compares.
 
-The table is printed as Markdown and written as CSV (``--csv``, default ``grading_results.csv``).
+A function's points are its share of passed cases times its points in the course table (cases whose
+right answer is all zeros count only when the function gets a non-zero answer right too). A
+submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
+else: when its child fails as a whole, each function is rerun on its own. The table is printed as
+Markdown and written as CSV (``--csv``, default ``grading_results.csv``).
 """
 
 from __future__ import annotations
@@ -18,92 +25,75 @@ import argparse
 import ast
 import csv
 import os
+import random
+import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.course import TASKS as COURSE_TASKS
+from rlhf_practice.checks import check_case, load_cases
+from rlhf_practice.course import ROOT, TASKS
 
-ROOT = PACKAGE_DIR.parent
-TASKS = [task.function for task in COURSE_TASKS]
-TIMED_OUT = "timed out"  # a test outcome besides True (passed) and False (failed)
-SECTIONS = {task.function: task.section for task in COURSE_TASKS}
+FUNCTIONS = [task.function for task in TASKS]
+MODULE_OF = {task.function: task.module for task in TASKS}
+SUBMISSION_FILES = ("ppo.py", "grpo.py")
+# What a child must not see or change: hidden from it when the system has `unshare`.
+HIDDEN_FROM_CHILD = (
+    "answer",
+    "tests",
+    "scripts",
+    ".git",
+    "rlhf_practice/course/cases.py",
+    "rlhf_practice/course/__pycache__",
+)
+CHILD_CODE = """\
+import sys
+sys.path.insert(0, sys.argv[1])
+import importlib, torch
+from rlhf_practice.checks import run_case
+inputs = torch.load(sys.argv[2], weights_only=True)
+results = {}
+for case in inputs:
+    try:
+        module = importlib.import_module("rlhf_practice.rl." + case["module"])
+        fn = getattr(module, case["function"])
+    except BaseException as err:
+        results[case["id"]] = {"error": f"{type(err).__name__}: {err}", "output": None, "requires_grad": False, "grads": {}, "modified": []}
+        continue
+    results[case["id"]] = run_case(fn, case)
+torch.save(results, sys.argv[3])
+"""
 
 
-def task_of(test_name: str) -> str:
-    """The graded function a test belongs to: the one its name is about (``test_<function>_...``)."""
-    matches = [task for task in TASKS if test_name.startswith(f"test_{task}")]
-    if len(matches) != 1:
-        raise ValueError(f"graded test {test_name!r} must be named test_<function>_... for one of {TASKS}")
-    return matches[0]
-
-
-def _task_of_case(case_name: str) -> str:
-    """The task of a collected test case such as ``test_grpo_loss_random_inputs[float32]``."""
-    return task_of(case_name.split("[")[0])
+@dataclass
+class Limits:
+    seconds: float
+    memory_mb: int
+    output_mb: int = 64
 
 
 @dataclass
 class Grade:
-    """One submission's results: passed / total graded tests per task, and notes for the instructor."""
+    """One submission's results: passed / total cases per function, and notes for the instructor."""
 
     submission: str
-    passed: dict[str, int] = field(default_factory=dict)
-    total: dict[str, int] = field(default_factory=dict)
+    passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
+    total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     notes: list[str] = field(default_factory=list)
 
-    def points(self, task: str, points_per_task: float) -> float:
-        return round(points_per_task * self.passed.get(task, 0) / self.total[task], 1) if self.total[task] else 0.0
+    def points(self, function: str) -> float:
+        task = next(task for task in TASKS if task.function == function)
+        return round(task.points * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
 
-    def total_points(self, points_per_task: float) -> float:
-        return round(sum(self.points(task, points_per_task) for task in TASKS), 1)
-
-
-def _pytest(args: list[str], timeout: float) -> subprocess.CompletedProcess | None:
-    """Run pytest in a fresh process from the repository root; None when it ran out of time."""
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", *args]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def collect_graded_tests() -> dict[str, int]:
-    """How many graded tests each task has (collected once, without running anything)."""
-    proc = _pytest(["-m", "graded", "--collect-only", "--impl", "answer"], timeout=300)
-    if proc is None or proc.returncode != 0:
-        raise SystemExit(f"could not collect the graded tests:\n{proc.stdout if proc else 'timed out'}")
-    totals = dict.fromkeys(TASKS, 0)
-    for line in proc.stdout.splitlines():
-        if "::" in line:
-            totals[_task_of_case(line.split("::")[-1])] += 1
-    return totals
-
-
-def _results(folder: Path, keyword: str | None, per_test_timeout: float, budget: float) -> dict[str, bool | str] | None:
-    """{test id: True, False or TIMED_OUT} for one run over ``folder``; None when the run crashed or hung as a whole."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.xml"
-        args = ["-m", "graded", f"--impl={folder}", f"--timeout={per_test_timeout}", f"--junitxml={report}"]
-        if keyword:
-            args += ["-k", keyword]
-        proc = _pytest(args, timeout=budget)
-        if proc is None or not report.is_file():
-            return None
-        results = {}
-        for case in ET.parse(report).getroot().iter("testcase"):
-            problems = [child for child in case if child.tag in ("failure", "error", "skipped")]
-            timed_out = any("Timeout" in (child.get("message") or "") for child in problems)
-            results[case.get("name", "")] = TIMED_OUT if timed_out else not problems
-        return results
-
-
-SUBMISSION_FILES = ("ppo.py", "grpo.py")
+    def total_points(self) -> float:
+        return round(sum(self.points(f) for f in FUNCTIONS), 1)
 
 
 def _file_notes(folder: Path) -> list[str]:
@@ -121,53 +111,151 @@ def _file_notes(folder: Path) -> list[str]:
     return notes
 
 
-def grade(folder: Path, totals: dict[str, int], per_test_timeout: float) -> Grade:
-    """Run the graded tests over one submission folder."""
-    result = Grade(submission=str(folder), total=dict(totals), passed=dict.fromkeys(TASKS, 0))
-    result.notes = _file_notes(folder)
-    if not all((folder / name).is_file() for name in SUBMISSION_FILES):
-        return result  # load_impl refuses a folder without both files: nothing can run
-    budget = per_test_timeout * sum(totals.values()) + 120
-    outcomes = _results(folder.resolve(), None, per_test_timeout, budget)
-    if outcomes is None:
-        result.notes.append("the test run crashed or hung; each task was rerun on its own")
-        outcomes = {}
-        for task in TASKS:
-            task_budget = per_test_timeout * totals[task] + 120
-            task_outcomes = _results(folder.resolve(), f"test_{task}", per_test_timeout, task_budget)
-            if task_outcomes is None:
-                result.notes.append(f"{task}: crashed or hung")
+def _child_inputs(cases: list[dict]) -> list[dict]:
+    """What a child gets to see of the cases: the inputs, never the expected values."""
+    keys = ("function", "args", "kwargs", "grad_of", "grad_weights")
+    return [{**{k: case[k] for k in keys}, "id": _key(case), "module": MODULE_OF[case["function"]]} for case in cases]
+
+
+def _key(case: dict) -> str:
+    """A case's name across functions ("compute_advantages/book_example")."""
+    return f"{case['function']}/{case['id']}"
+
+
+def _make_tree(tree: Path, submission: Path) -> None:
+    """A package copy whose rl/ holds the submission's files: the only code the child can import."""
+    ignore = shutil.ignore_patterns("__pycache__", "assets", "grading.py", "cases.py", "release.py", "__main__.py")
+    shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
+    for name in SUBMISSION_FILES:
+        target = tree / "rlhf_practice" / "rl" / name
+        target.unlink(missing_ok=True)
+        if (submission / name).is_file():
+            shutil.copyfile(submission / name, target)
+
+
+def isolation_available() -> bool:
+    """True when children can run in their own mount namespace (``unshare -rm``)."""
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+def _command(tree: Path, inputs: Path, results: Path, isolate: bool) -> list[str]:
+    python = [sys.executable, "-I", "-c", CHILD_CODE, str(tree), str(inputs), str(results)]
+    if not isolate:
+        return python
+    hide = [ROOT / path for path in HIDDEN_FROM_CHILD if (ROOT / path).exists()]
+    mounts = [f"mount --bind '{ROOT}' '{ROOT}'", f"mount -o remount,bind,ro '{ROOT}'"]  # the repository: read-only
+    mounts += [f"mount -t tmpfs -o ro none '{p}'" if p.is_dir() else f"mount --bind /dev/null '{p}'" for p in hide]
+    script = " && ".join([*mounts, 'exec "$@"'])
+    return ["unshare", "-rm", "sh", "-c", script, "sh", *python]
+
+
+def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> dict | None:
+    """Run the child on ``cases``; its results by case id, or None when it produced none we can read."""
+    work = tree.parent
+    inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
+    torch.save(_child_inputs(cases), inputs)
+
+    def limit() -> None:  # in the child, before it starts
+        memory = limits.memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        cpu = int(limits.seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        output = limits.output_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    with open(work / "child_output.txt", "wb") as out:
+        proc = subprocess.Popen(
+            _command(tree, inputs, results, isolate),
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            preexec_fn=limit,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=limits.seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+    try:
+        loaded = torch.load(results, weights_only=True)
+    except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
+        return None
+    finally:
+        results.unlink(missing_ok=True)
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _valid(result: object) -> bool:
+    """A result as run_case writes it, made of plain tensors only (nothing a child could rig)."""
+    if not isinstance(result, dict) or set(result) != {"error", "output", "requires_grad", "grads", "modified"}:
+        return False
+    tensors = [result["output"], *result["grads"].values()] if isinstance(result["grads"], dict) else [None]
+    plain = all(t is None or isinstance(t, str) or type(t) is torch.Tensor for t in tensors)
+    return plain and isinstance(result["modified"], list) and isinstance(result["requires_grad"], bool)
+
+
+def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) -> Grade:
+    """Run one submission on ``cases`` in a child process and score it."""
+    result = Grade(submission=str(submission), notes=_file_notes(submission))
+    for case in cases:
+        result.total[case["function"]] += 1
+    with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
+        tree = Path(work) / "tree"
+        _make_tree(tree, submission)
+        outcomes = _run_child(tree, cases, limits, isolate) or {}
+        missing = [f for f in FUNCTIONS if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
+        for function in missing:  # the child failed as a whole: rerun each function alone
+            part = [c for c in cases if c["function"] == function]
+            rerun = _run_child(tree, part, limits, isolate)
+            if rerun is None:
+                result.notes.append(f"{function}: crashed, hung or exceeded a limit")
             else:
-                outcomes.update({name: ok for name, ok in task_outcomes.items() if _task_of_case(name) == task})
-    timed_out = dict.fromkeys(TASKS, 0)
-    for name, outcome in outcomes.items():
-        task = _task_of_case(name)
-        result.passed[task] += outcome is True
-        timed_out[task] += outcome == TIMED_OUT
-    result.notes += [f"{task}: {n} test(s) timed out" for task, n in timed_out.items() if n]
+                outcomes.update(rerun)
+    # A case whose right answer is all zeros counts only for a function that also gets a non-zero
+    # answer right: returning zeros is not an implementation.
+    passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
+    nonzero = {c["function"] for c in passed if bool(c["expected"].abs().sum() > 0)}
+    for case in passed:
+        result.passed[case["function"]] += case["function"] in nonzero
     return result
 
 
-def markdown_table(grades: list[Grade], points_per_task: float) -> str:
-    header = ["submission", *(f"{task} ({SECTIONS[task]})" for task in TASKS), "total", "notes"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(TASKS) + 1), "---"]) + "|"]
+def hidden_cases(seed: int) -> list[dict]:
+    """Fresh random cases, expected values from the live answer key (instructor's copy only)."""
+    from rlhf_practice.course.cases import build_cases
+
+    return build_cases(seed=seed)
+
+
+def markdown_table(grades: list[Grade]) -> str:
+    sections = {task.function: task.section for task in TASKS}
+    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), "total", "notes"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(FUNCTIONS) + 1), "---"]) + "|"]
     for g in grades:
-        cells = [f"{g.points(t, points_per_task):g} ({g.passed[t]}/{g.total[t]})" for t in TASKS]
-        total = g.total_points(points_per_task)
-        lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {total:g} | {'; '.join(g.notes)} |")
-    max_total = points_per_task * len(TASKS)
-    note = f"Each task is worth {points_per_task:g} points (total {max_total:g}); (passed/total) counts graded tests."
+        cells = [f"{g.points(f):g} ({g.passed[f]}/{g.total[f]})" for f in FUNCTIONS]
+        lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
+    points = ", ".join(f"{task.function} {task.points:g}" for task in TASKS)
+    note = f"Points: {points} (total {sum(t.points for t in TASKS):g}); (passed/total) counts graded cases."
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def write_csv(path: Path, grades: list[Grade], points_per_task: float) -> None:
+def write_csv(path: Path, grades: list[Grade]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *TASKS, "total", *(f"{t}_tests_passed" for t in TASKS), "notes"])
+        writer.writerow(["submission", *FUNCTIONS, "total", *(f"{f}_cases_passed" for f in FUNCTIONS), "notes"])
         for g in grades:
-            points = [g.points(t, points_per_task) for t in TASKS]
-            total = g.total_points(points_per_task)
-            writer.writerow([g.submission, *points, total, *(g.passed[t] for t in TASKS), "; ".join(g.notes)])
+            points = [g.points(f) for f in FUNCTIONS]
+            writer.writerow(
+                [g.submission, *points, g.total_points(), *(g.passed[f] for f in FUNCTIONS), "; ".join(g.notes)]
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -178,20 +266,30 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("submissions", nargs="+", type=Path, help="folders that each hold ppo.py and grpo.py")
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds one graded test may take")
-    parser.add_argument("--points", type=float, default=25.0, help="points per task (4 tasks)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
+    parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
     args = parser.parse_args(argv)
     not_folders = [str(p) for p in args.submissions if not p.is_dir()]
     if not_folders:
         parser.error(f"not a folder: {', '.join(not_folders)} (each submission is a copy of rlhf_practice/rl/)")
 
-    totals = collect_graded_tests()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    hidden = hidden_cases(seed)
+    cases = load_cases() + hidden
+    isolate = isolation_available()
+    limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb)
+    print(
+        f"{len(cases)} cases ({len(hidden)} hidden, seed {seed}); "
+        f"key hidden from submissions: {'yes' if isolate else 'no (unshare is not available here)'}",
+        file=sys.stderr,
+    )
     grades = []
     for i, folder in enumerate(args.submissions, 1):
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        grades.append(grade(folder, totals, args.timeout))
-    print(markdown_table(grades, args.points))
-    write_csv(args.csv, grades, args.points)
+        grades.append(grade(folder, cases, limits, isolate))
+    print(markdown_table(grades))
+    write_csv(args.csv, grades)
     print(f"table written to {args.csv}", file=sys.stderr)
 
 

@@ -18,12 +18,11 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.utils import logging as hf_logging
 
 from rlhf_practice import ASSETS_DIR
 from rlhf_practice.errors import ModelLoadError
@@ -31,7 +30,8 @@ from rlhf_practice.errors import ModelLoadError
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
 VALUE_HEAD_FILE = "value_head.pt"
 
-hf_logging.disable_progress_bar()  # per-shard loading bars would bury the training progress bar
+if TYPE_CHECKING:  # transformers is imported where it is used: importing it takes seconds
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def resolve_model_name(model_name: str) -> str:
@@ -51,6 +51,8 @@ def _load_error(what: str, name: str, err: Exception) -> ModelLoadError:
 
 def load_tokenizer(model_name: str) -> PreTrainedTokenizerBase:
     """The tokenizer of ``model_name``, set up for generation: left padding and a pad token."""
+    from transformers import AutoTokenizer
+
     path = resolve_model_name(model_name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -150,6 +152,10 @@ class PolicyValueModel(nn.Module):
     @classmethod
     def from_pretrained(cls, model_name: str, device: str | torch.device = "cpu") -> PolicyValueModel:
         """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was saved."""
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-shard loading bars would bury the training progress bar
         path = resolve_model_name(model_name)
         try:
             lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -213,6 +219,8 @@ class PolicyValueModel(nn.Module):
                 f"{max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
                 f"{self.max_length} positions."
             )
+        from transformers import GenerationConfig
+
         generation_config = GenerationConfig(
             do_sample=True,
             max_new_tokens=max_new_tokens,

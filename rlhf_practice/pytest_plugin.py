@@ -1,7 +1,7 @@
 """pytest plugin: ``--impl student|answer|FOLDER`` picks whose rl/ functions the graded tests run.
 
 Installed as a pytest11 entry point (``pip install -e .``, part of requirements.txt), so that
-``pytest -m graded --impl DIR`` reads DIR as the option's value and not as a test path.
+``pytest -m graded --impl=DIR`` reads DIR as the option's value and not as a test path.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from rlhf_practice.course import Impl, load_impl
+from rlhf_practice.course import ROOT, Impl, load_impl
+from rlhf_practice.errors import ConfigError
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,9 +23,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Also registered in pyproject.toml; repeated here because `pytest --impl DIR` (with a space) makes
-    # pytest pick DIR as its rootdir, and then pyproject.toml is not read.
+    # Also registered in pyproject.toml, which pytest does not read when it picks another rootdir.
     config.addinivalue_line("markers", "graded: tests that grade the student functions in rlhf_practice/rl/")
+    impl_given = any(arg.startswith("--impl") for arg in config.invocation_params.args)
+    if impl_given and config.rootpath.resolve() != ROOT.resolve():
+        # `pytest --impl DIR` (a space) makes pytest take DIR for a test path and its rootdir, and obey
+        # any pytest.ini or conftest.py planted there.
+        pytest.exit(
+            f"error: pytest's rootdir is {config.rootpath}, not this repository ({ROOT}); "
+            "run pytest from the repository and write --impl=DIR (with '=').",
+            returncode=2,
+        )
+    try:
+        load_impl(config.getoption("--impl"))
+    except ConfigError as err:
+        pytest.exit(f"error: {err}", returncode=2)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -35,9 +48,3 @@ def pytest_report_header(config: pytest.Config) -> str:
 def impl(request: pytest.FixtureRequest) -> Impl:
     """The implementation named by --impl."""
     return load_impl(request.config.getoption("--impl"))
-
-
-@pytest.fixture(scope="session")
-def answer() -> Impl:
-    """The answer key, for comparisons on random inputs."""
-    return load_impl("answer")

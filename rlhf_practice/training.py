@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
@@ -28,6 +28,9 @@ from rlhf_practice.errors import ConfigError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import RuleBasedReward, build_reward
 from rlhf_practice.tracking import RunLogger
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 def seed_everything(seed: int, device: torch.device) -> None:

@@ -191,16 +191,16 @@ return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).me
     ),
     (
         "ppo_clip_loss",
-        "wrong",
-        "advantages not detached",
+        "right",
+        "advantages not detached (they carry no gradient in the pipeline)",
         """ratio = torch.exp(new_logprobs - old_logprobs.detach())
 a = advantages
 return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
     ),
     (
         "ppo_clip_loss",
-        "wrong",
-        "old not detached",
+        "right",
+        "old not detached (it carries no gradient in the pipeline)",
         """ratio = torch.exp(new_logprobs - old_logprobs)
 a = advantages.detach()
 return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
@@ -228,6 +228,22 @@ return -torch.min(ratio * a, ratio.detach().clamp(1 - clip_range, 1 + clip_range
         """ratio = torch.exp(new_logprobs - old_logprobs.detach())
 a = advantages.detach()
 return -(torch.min(ratio, ratio.clamp(1 - clip_range, 1 + clip_range)) * a).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "right",
+        "CleanRL form, nothing detached",
+        """ratio = (new_logprobs - old_logprobs).exp()
+pg_loss1 = -advantages * ratio
+pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+return torch.max(pg_loss1, pg_loss2).mean()""",
+    ),
+    (
+        "ppo_clip_loss",
+        "wrong",
+        "new_logprobs detached",
+        """ratio = torch.exp(new_logprobs.detach() - old_logprobs)
+return -torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages).mean()""",
     ),
     # compute_group_advantages
     (

@@ -18,13 +18,16 @@ import sys
 from functools import cache
 
 import pytest
+import torch
 
 from rlhf_practice import PACKAGE_DIR
+from rlhf_practice.checks import check_case, load_cases
+from rlhf_practice.course import has_answer_key
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
 # Paths a reader creates: run folders, submissions, outputs, their own data files.
-PLACEHOLDER = re.compile(r"^(runs|submissions)/|\.(png|csv)$|^my_reviews|^grades")
+PLACEHOLDER = re.compile(r"^(runs|submissions)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
 
 
 def _blocks(doc: str) -> list[tuple[str, str]]:
@@ -58,7 +61,7 @@ def _help(target: str) -> str:
             if target.endswith(".py"):
                 runpy.run_path(str(ROOT / target), run_name="__main__")
             else:
-                runpy.run_path(str(ROOT / (target.replace(".", "/") + ".py")), run_name="__main__")
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
     finally:
         sys.argv = old_argv
     return out.getvalue() + err.getvalue()
@@ -66,18 +69,20 @@ def _help(target: str) -> str:
 
 @cache
 def _graded_test_names() -> list[str]:
-    return [
+    """Graded test functions and the ids of their recorded cases (what ``-k`` can select)."""
+    functions = [
         node.name
         for path in sorted((ROOT / "tests").glob("test_graded_*.py"))
         for node in ast.parse(path.read_text()).body
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
     ]
+    return functions + [f"test_{case['function']}[{case['id']}]" for case in load_cases()]
 
 
 def test_docs_have_commands() -> None:
     readme = [c for d, c in ALL_COMMANDS if d == "README.md"]
     assert "pip install -r requirements.txt" in readme
-    assert "python train_ppo.py" in readme and "pytest --impl answer" in readme
+    assert "python train_ppo.py" in readme and ("pytest --impl answer" if has_answer_key() else "pytest") in readme
     assert any(c.startswith("pytest -m graded -k") for d, c in ALL_COMMANDS if d == "TASKS.md")
 
 
@@ -99,9 +104,11 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
         assert set(flags) <= {"-m", "-k", "--impl", "-q", "-x"}, flags
         if "-m" in words:
             assert words[words.index("-m") + 1] == "graded"
-        if "--impl" in words:
-            value = words[words.index("--impl") + 1]
-            assert value in ("answer", "student") or PLACEHOLDER.search(value), value
+        for word in words:
+            if word.startswith("--impl"):
+                value = word.split("=", 1)[1] if "=" in word else words[words.index(word) + 1]
+                assert value in ("answer", "student") or PLACEHOLDER.search(value), value
+                assert value != "answer" or has_answer_key(), "a student release has no answer key"
         if "-k" in words:
             names = [n for n in re.split(r"[\s()]+", words[words.index("-k") + 1]) if n not in ("", "or", "and", "not")]
             for name in names:
@@ -120,7 +127,8 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
         return
     if words[1] == "-m":
         target, args = words[2], words[3:]
-        assert (ROOT / (target.replace(".", "/") + ".py")).is_file(), f"no module {target}"
+        module = ROOT / target.replace(".", "/")
+        assert module.with_suffix(".py").is_file() or (module / "__main__.py").is_file(), f"no module {target}"
     else:
         target, args = words[1], words[2:]
         assert (ROOT / target).is_file(), f"no file {target}"
@@ -132,7 +140,10 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
             assert re.search(rf"{re.escape(flag)}\b", help_text), f"{target} has no flag {flag}"
         elif not (i > 0 and args[i - 1].startswith("--")):
             # a positional argument: a path the reader has or makes
-            assert (ROOT / arg).exists() or PLACEHOLDER.search(arg) or arg == "runs", f"{arg} does not exist"
+            subcommand = re.search(rf"\{{.*\b{re.escape(arg)}\b.*\}}", help_text)
+            assert (ROOT / arg).exists() or PLACEHOLDER.search(arg) or arg == "runs" or subcommand, (
+                f"{arg} does not exist"
+            )
 
 
 # What a run folder holds (written by rlhf_practice/tracking.py and training.py).
@@ -150,8 +161,8 @@ def _logged_tags() -> set[str]:
     sources = [
         ROOT / "train_ppo.py",
         ROOT / "train_grpo.py",
-        ROOT / "answer/ppo_answer.py",
-        ROOT / "answer/grpo_answer.py",
+        PACKAGE_DIR / "rl/ppo.py",
+        PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
     ]
     return {m for path in sources for m in re.findall(r'"([a-z_]+/[a-z_0-9]+)"', path.read_text())}
@@ -191,6 +202,7 @@ def test_inline_names_exist(doc: str) -> None:
                 not in (
                     "--impl",
                     "--timeout",
+                    "--memory_mb",
                     "--run_name",
                 )
             ):
@@ -199,3 +211,50 @@ def test_inline_names_exist(doc: str) -> None:
             if not re.search(rf"\b{span}\b", _source_text()):
                 problems.append(f"name {span}")
     assert not problems, f"{doc} names things that do not exist: {problems}"
+
+
+def test_no_answer_key_commands_in_a_student_release() -> None:
+    if has_answer_key():
+        pytest.skip("the instructor's copy: tests/instructor/test_release.py checks the release's documents")
+    for doc in DOCS:
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert "--impl answer" not in text and "answer/" not in text, f"{doc} points to the answer key"
+
+
+def _section(number: str) -> str:
+    text = (ROOT / "TASKS.md").read_text(encoding="utf-8")
+    start = text.index(f"### {number}")
+    return text[start : text.index("\n##", start + 4)]
+
+
+def _number_lists(text: str) -> list[list[float]]:
+    return [[float(x) for x in body.split(",")] for body in re.findall(r"\[(-?[\d.]+(?:,\s*-?[\d.]+)+)\]", text)]
+
+
+@pytest.mark.parametrize("case", [c for c in load_cases() if c["book"]], ids=lambda c: f"{c['function']}/{c['id']}")
+def test_book_examples_are_the_tests_examples(case: dict) -> None:
+    """The hand-worked examples of TASKS.md §1.2, §2.1 and §3.1 are the numbers the graded tests use."""
+    args = dict(case["args"])
+    if case["function"] == "ppo_clip_loss":
+        ratios = torch.exp(args["new_logprobs"] - args["old_logprobs"])
+        rows = re.findall(r"^\|\s*([\d.]+)\s*\|\s*([+−-]?\d+)\s*\|", _section("2.1"), flags=re.M)
+        table = [(float(r), float(a.replace("−", "-"))) for r, a in rows]
+        assert table == [(round(r, 4), a) for r, a in zip(ratios.tolist(), args["advantages"].tolist())]
+        assert f"损失为 ${case['expected'].item():g}$" in _section("2.1")
+    else:
+        rewards = [round(r, 6) for r in args["rewards"].tolist()]
+        assert any(numbers == rewards for numbers in _number_lists(_section(case["book"][1:]))), (
+            f"TASKS.md {case['book']} does not show rewards = {rewards}"
+        )
+
+
+def test_appendix_message_is_one_a_test_prints() -> None:
+    appendix = (ROOT / "TASKS.md").read_text(encoding="utf-8").split("## 附：测试报错怎么读")[1]
+    quoted = re.search(r"```text\n(.*?)\n```", appendix, flags=re.S).group(1)
+    pattern = re.escape(quoted).replace(re.escape("[...]"), r"\[.*?\]")
+    printed = []
+    for case in load_cases():
+        for wrong in case["mistakes"].values():
+            result = {"error": None, "output": wrong, "requires_grad": False, "grads": {}, "modified": []}
+            printed.append(check_case(case, result))
+    assert any(message and re.fullmatch(pattern, message) for message in printed), quoted

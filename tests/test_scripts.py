@@ -1,6 +1,7 @@
 """Two-step smoke runs of both training scripts, and their error paths (not graded).
 
-The scripts run in-process (runpy) on the tiny preset and the CPU, with the answer key.
+The scripts run in-process (runpy) on the tiny preset and the CPU, with a working implementation
+(the answer key, or in a student release your finished rl/ files; see conftest.py).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def _metrics(run: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
-def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys) -> None:
-    code, _, run = run_script(algorithm, tmp_path, "--impl", "answer")
+def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl: str) -> None:
+    code, _, run = run_script(algorithm, tmp_path, "--impl", working_impl)
     err = capsys.readouterr().err
     assert code == 0, err
     assert "finished after 2 steps" in err and "policy saved to" in err
@@ -65,7 +66,7 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys) -> None:
     assert all(float(v) == float(v) for r in rows for v in r.values()), "NaN in metrics.csv"
 
     config = json.loads((run / "config.json").read_text())
-    assert config["impl"] == "answer" and config["num_steps"] == 2 and config["preset"] == "tiny"
+    assert config["impl"] == working_impl and config["num_steps"] == 2 and config["preset"] == "tiny"
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert samples and {"step", "prompt", "reply", "reward"} <= set(samples[0])
     summary = json.loads((run / "summary.json").read_text())
@@ -81,15 +82,20 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys) -> None:
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
-def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str) -> None:
-    runs = [run_script(algorithm, tmp_path, "--impl", "answer", "--seed", "3", name=f"r{i}")[2] for i in range(2)]
+def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str, working_impl: str) -> None:
+    runs = [run_script(algorithm, tmp_path, "--impl", working_impl, "--seed", "3", name=f"r{i}")[2] for i in range(2)]
     first, second = (_metrics(run) for run in runs)
     assert first == second
 
 
+STUB = 'def compute_advantages(*args, **kwargs):\n    raise NotImplementedError("compute_advantages is not implemented yet: see TASKS.md §1.2.")\n'
+
+
 def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
+    rl = {f"{m}.py": (ROOT / f"rlhf_practice/rl/{m}.py").read_text() for m in ("ppo", "grpo")}
+    stub = _impl_folder(tmp_path / "stub_impl", rl, STUB)  # a stub, whether or not yours are finished
     # A model that cannot load: the stub must be reported first, before anything is loaded.
-    code, _, run = run_script("ppo", tmp_path, "--impl", "student", "--model.model_name", str(tmp_path / "no_model"))
+    code, _, run = run_script("ppo", tmp_path, "--impl", str(stub), "--model.model_name", str(tmp_path / "no_model"))
     err = capsys.readouterr().err
     assert code == 3 and not run.exists(), "no empty run folder should be left behind"
     assert "no such folder" not in err, "the stub check must come before loading the model"
@@ -107,14 +113,14 @@ def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
         (["--data.dataset_name", "missing.csv"], "no such file"),
     ],
 )
-def test_bad_setting_is_one_line(tmp_path: Path, capsys, args: list[str], message: str) -> None:
-    code, _, _ = run_script("ppo", tmp_path, "--impl", "answer", *args)
+def test_bad_setting_is_one_line(tmp_path: Path, capsys, args: list[str], message: str, working_impl: str) -> None:
+    code, _, _ = run_script("ppo", tmp_path, "--impl", working_impl, *args)
     err = capsys.readouterr().err
     assert code in (1, 2) and message in err and "Traceback" not in err
 
 
-def test_bad_group_size_is_one_line(tmp_path: Path, capsys) -> None:
-    code, _, _ = run_script("grpo", tmp_path, "--impl", "answer", "--grpo_group_size", "1")
+def test_bad_group_size_is_one_line(tmp_path: Path, capsys, working_impl: str) -> None:
+    code, _, _ = run_script("grpo", tmp_path, "--impl", working_impl, "--grpo_group_size", "1")
     err = capsys.readouterr().err
     assert code == 2 and "error: grpo_group_size=1 must be >= 2" in err
 
@@ -136,22 +142,22 @@ def test_flag_of_wrong_type_is_reported_by_the_cli(capsys) -> None:
     assert code == 2 and "train_batch_size" in out.out + out.err and "Traceback" not in out.out + out.err
 
 
-def _impl_folder(folder: Path, patch: str) -> Path:
-    """A copy of the answer key with ``patch`` appended to ppo.py (to inject failures)."""
+def _impl_folder(folder: Path, sources: dict[str, str], patch: str) -> Path:
+    """A copy of a working implementation with ``patch`` appended to ppo.py (to inject failures)."""
     folder.mkdir()
-    (folder / "ppo.py").write_text((ROOT / "answer/ppo_answer.py").read_text() + "\n" + patch)
-    (folder / "grpo.py").write_text((ROOT / "answer/grpo_answer.py").read_text())
+    (folder / "ppo.py").write_text(sources["ppo.py"] + "\n" + patch)
+    (folder / "grpo.py").write_text(sources["grpo.py"])
     return folder
 
 
-def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys) -> None:
+def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys, working_sources) -> None:
     patch = (
         "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
         "def ppo_clip_loss(*args):\n"
         "    _calls.append(1)  # call 1: the start-up check; 2-3: step 1 (2 epochs); 4: step 2\n"
         "    return _clip_loss(*args) * (float('nan') if len(_calls) > 3 else 1.0)\n"
     )
-    impl = _impl_folder(tmp_path / "nan_impl", patch)
+    impl = _impl_folder(tmp_path / "nan_impl", working_sources, patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl))
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
@@ -160,7 +166,7 @@ def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys)
     assert json.loads((run / "summary.json").read_text())["outcome"] == "failed"
 
 
-def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys) -> None:
+def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys, working_sources) -> None:
     patch = (
         "_calls = []\n_step = ppo_step\n\n\n"
         "def ppo_step(*args, **kwargs):\n"
@@ -169,7 +175,7 @@ def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys) -> None:
         "        raise KeyboardInterrupt\n"
         "    return _step(*args, **kwargs)\n"
     )
-    impl = _impl_folder(tmp_path / "interrupt_impl", patch)
+    impl = _impl_folder(tmp_path / "interrupt_impl", working_sources, patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl), "--num_steps", "5")
     err = capsys.readouterr().err
     assert code == 0 and "interrupted (Ctrl-C) at step 2" in err and "policy saved to" in err
@@ -191,14 +197,14 @@ def test_help_lists_every_setting(script: str, capsys) -> None:
     assert "default: 0.2" in out or "grpo" in script, "--help must show the defaults"
 
 
-def test_too_long_replies_are_a_setting_error_before_the_run_folder(tmp_path: Path, capsys) -> None:
-    code, _, run = run_script("grpo", tmp_path, "--impl", "answer", "--max_new_tokens", "100000")
+def test_too_long_replies_are_a_setting_error_before_the_run_folder(tmp_path: Path, capsys, working_impl) -> None:
+    code, _, run = run_script("grpo", tmp_path, "--impl", working_impl, "--max_new_tokens", "100000")
     err = capsys.readouterr().err
     assert code == 2 and not run.exists() and "Traceback" not in err
     assert "error: max_new_tokens=100000 plus data.max_prompt_length=6 exceed the model's" in err
 
 
-def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, monkeypatch, working_impl) -> None:
     """A hub that does not answer: one short knock, then offline mode and the one-line hint."""
     from huggingface_hub import constants
 
@@ -206,7 +212,9 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # an empty cache
-    code, _, run = run_script("ppo", tmp_path, "--impl", "answer", "--model.model_name", "no-such-org/no-such-model")
+    code, _, run = run_script(
+        "ppo", tmp_path, "--impl", working_impl, "--model.model_name", "no-such-org/no-such-model"
+    )
     err = capsys.readouterr().err
     assert "did not answer within 3 s; working offline" in err
     assert code == 1 and "Traceback" not in err and "--preset tiny" in err and "HF_ENDPOINT" in err

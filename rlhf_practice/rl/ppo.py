@@ -55,9 +55,11 @@ def ppo_clip_loss(
         clip_range: epsilon, in (0, 1); the ratio is kept within [1 - epsilon, 1 + epsilon].
 
     Returns:
-        A 0-dim tensor. Gradient flows to ``new_logprobs`` only, never to ``old_logprobs`` or
-        ``advantages``. Log-probs are sums over a reply (values like -300 are normal), so compute the
-        ratio from the difference of log-probs: exp(-300) / exp(-301) would be 0 / 0.
+        A 0-dim tensor whose gradient with respect to ``new_logprobs`` is right (value and sign).
+        ``old_logprobs`` and ``advantages`` carry no gradient in the training loop, so detaching them
+        here is allowed but not required. Log-probs are sums over a reply (values like -300 are
+        normal), so compute the ratio from the difference of log-probs: exp(-300) / exp(-301) would
+        be 0 / 0.
     """
     # TODO(student): implement this function. Read TASKS.md §2.2 first.
     raise NotImplementedError("ppo_clip_loss is not implemented yet: see TASKS.md §2.2.")

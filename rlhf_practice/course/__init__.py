@@ -1,10 +1,10 @@
 """The course, declared once: which student file holds which graded function, where the answer key
 is, which TASKS.md section explains each function, and how many points it is worth.
 
-Everything that needs to know the course reads :data:`TASKS`: the student-file generator
-(``scripts/make_student_files.py``), the scaffold tests, the pytest plugin, the grader and the
-mutation check. :func:`load_impl` picks whose implementation runs; the answer key is reached only
-through it, never imported directly.
+Everything that needs to know the course reads :data:`TASKS`: the student-file generator, the
+scaffold tests, the pytest plugin, the grader, the mutation check and the release
+(``python -m rlhf_practice.course release OUT``). :func:`load_impl` picks whose implementation runs;
+the answer key is reached only through it, never imported directly.
 """
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ TASKS: tuple[Task, ...] = (
     Task("grpo_loss", "grpo", "§3.3", 25.0),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(task.module for task in TASKS))
+
+
+def has_answer_key() -> bool:
+    """True in the instructor's repository, False in a student release."""
+    return ANSWER_DIR.is_dir()
 
 
 def graded(module: str) -> dict[str, str]:
@@ -128,6 +133,11 @@ def load_impl(name: str = "student") -> Impl:
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})
     if name == "answer":
+        if not has_answer_key():
+            raise ConfigError(
+                "impl='answer': the answer key is not part of this student release; run your own "
+                "implementation (--impl student, the default)."
+            )
         files = {m: ANSWER_DIR / f"{m}_answer.py" for m in MODULES}
     else:
         folder = Path(name).expanduser()

@@ -1,0 +1,145 @@
+"""The graded checks: run a student function on one recorded case and explain, in words, what differs.
+
+A *case* is one call of a graded function with its expected outcome, recorded from the answer key in
+``tests/fixtures/graded_cases.pt`` (a list of plain dicts, loaded with ``weights_only=True``):
+
+    id            short name, unique per function ("book_example", "random_float32_n64_clip0.2", ...)
+    function      the graded function ("compute_advantages", ...), section its TASKS.md section
+    what          how a failure message names the call
+    args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally
+    expected      the expected result (a tensor)
+    mistakes      {description of a common mistake: what that mistake returns}, for diagnoses
+    hint          a sentence added to a plain mismatch
+    grad_of       names of the inputs that require grad; backward() runs on sum(result * grad_weights)
+    grads         {input name: {"expected": tensor, "mistakes": {...}, "message": str}}; an all-zero
+                  expected gradient means "no gradient may reach this input" and message says why
+    unmodified    True: the inputs must be unchanged afterwards
+
+:func:`run_case` only computes (it is what a grading child process runs on a submission) and
+returns plain tensors; :func:`check_case` only compares (the grader's parent process, and the graded
+pytest tests, call it). Neither needs the answer key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rlhf_practice import PACKAGE_DIR
+
+CASES_FILE = PACKAGE_DIR.parent / "tests" / "fixtures" / "graded_cases.pt"
+NOT_IMPLEMENTED = "NotImplementedError"
+
+
+def load_cases(path: Path = CASES_FILE, function: str | None = None) -> list[dict]:
+    """The recorded cases (of one function, if given), in file order."""
+    cases = torch.load(path, weights_only=True)
+    return [case for case in cases if function is None or case["function"] == function]
+
+
+def _plain(value: object) -> object:
+    """A tensor result as a plain ``torch.Tensor`` on the CPU; anything else as its type name."""
+    if type(value) is torch.Tensor:
+        return value.detach().cpu().clone()
+    return type(value).__name__
+
+
+def run_case(fn: Callable, case: dict) -> dict:
+    """Call ``fn`` on the case's inputs; return what happened as plain data (no comparison here).
+
+    Returns {"error": None or "Type: message", "output": tensor or type name, "requires_grad": bool,
+    "grads": {name: tensor or None}, "modified": [names of inputs changed in place]}.
+    """
+    args = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in case["args"]}
+    for name in case["grad_of"]:
+        args[name].requires_grad_(True)
+    before = {name: value.detach().clone() for name, value in args.items() if isinstance(value, torch.Tensor)}
+    result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "modified": []}
+    try:
+        out = fn(*args.values(), **case["kwargs"])
+        result["output"] = _plain(out)
+        result["requires_grad"] = type(out) is torch.Tensor and out.requires_grad
+        if case["grad_of"] and result["requires_grad"]:
+            weights = case.get("grad_weights")
+            (out * weights if weights is not None else out).sum().backward()
+        result["grads"] = {
+            name: _plain(args[name].grad) if args[name].grad is not None else None for name in case["grad_of"]
+        }
+    except NotImplementedError:
+        result["error"] = NOT_IMPLEMENTED
+    except BaseException as err:  # noqa: BLE001 - whatever a submission raises is its own failure
+        result["error"] = f"{type(err).__name__}: {err}"
+    result["modified"] = [name for name, value in before.items() if not torch.equal(value, args[name].detach())]
+    return result
+
+
+def _fmt(t: torch.Tensor) -> str:
+    values = t.detach().double().flatten()[:8].tolist()
+    more = " ..." if t.numel() > 8 else ""
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + more + "]" if t.dim() else f"{t.item():.6g}"
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), **tolerance)
+
+
+def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict, hint: str) -> str | None:
+    """None if ``actual`` equals ``expected`` (type, shape, dtype, values); else one sentence saying what differs."""
+    if type(actual) is not torch.Tensor:
+        return (
+            f"{what}: returned {actual if isinstance(actual, str) else type(actual).__name__}, expected a torch.Tensor."
+        )
+    if actual.shape != expected.shape:
+        extra = ""
+        if expected.dim() == 0:
+            extra = " The loss must be one number (a 0-dim tensor): take the mean over the batch."
+        elif actual.numel() == expected.numel():
+            extra = " Same number of elements: flatten the result back to the shape of the input."
+        return f"{what}: returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape).{extra}"
+    if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
+        advice = hint or "Look for a division by a zero std (add eps) or exp() of a large number."
+        return f"{what}: returned {_fmt(actual)}, which holds NaN/inf; expected {_fmt(expected)}. {advice}"
+    if actual.dtype != expected.dtype:
+        return (
+            f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (the input's dtype); "
+            "avoid creating new tensors with a fixed dtype."
+        )
+    if _close(actual, expected, expected.dtype):
+        return None
+    for mistake, wrong in mistakes.items():
+        if _close(actual, wrong, expected.dtype):
+            return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}. This matches a common mistake: {mistake}."
+    return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}. {hint}".rstrip()
+
+
+def check_case(case: dict, result: dict) -> str | None:
+    """None if ``result`` (from :func:`run_case`) is right for ``case``; else the one-line diagnosis."""
+    reread = f"Reread TASKS.md {case['section']}."
+    name = case["function"]
+    if result["error"] == NOT_IMPLEMENTED:
+        return f"{name} is not implemented yet (it raises NotImplementedError). See TASKS.md {case['section']}."
+    if result["error"]:
+        return f"{name} raised {result['error']}. {reread}"
+    message = compare(result["output"], case["expected"], case["what"], case["mistakes"], case["hint"])
+    for arg, grad in case["grads"].items():
+        if message:
+            break
+        must_be_zero = not bool(grad["expected"].abs().sum() > 0)
+        got = result["grads"].get(arg)
+        if must_be_zero:
+            if isinstance(got, torch.Tensor) and got.abs().sum() > 0:
+                message = f"{name}: {arg}: a gradient reached it ({_fmt(got)}); {grad['message']}."
+        elif not result["requires_grad"] or got is None:
+            message = f"{name}: the result carries no gradient to {arg}; do not detach {arg}."
+        else:
+            what = f"gradient of {name} w.r.t. {arg} ({case['what']})"
+            message = compare(got, grad["expected"], what, grad["mistakes"], "")
+    if not message and case["unmodified"] and result["modified"]:
+        message = (
+            f"{name} changed its input `{result['modified'][0]}` in place (e.g. with -=, /= or .sub_()); "
+            "compute into new tensors."
+        )
+    return f"{message} {reread}" if message else None

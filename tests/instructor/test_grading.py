@@ -1,0 +1,195 @@
+"""The instructor's grading command (not graded): honest submissions get their due, cheats get nothing.
+
+The quick test runs in the suite; the attacks that cost a child its life or its time limit (exits,
+hangs, memory and output bombs) are marked ``slow`` and run in CI with ``pytest -m slow``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rlhf_practice.course import ROOT
+from rlhf_practice.grading import FUNCTIONS, main
+
+STUBS = {name: (ROOT / "rlhf_practice/rl" / name).read_text() for name in ("ppo.py", "grpo.py")}
+KEY = {name: (ROOT / "answer" / name.replace(".py", "_answer.py")).read_text() for name in ("ppo.py", "grpo.py")}
+
+# Each cheat replaces ppo.py (grpo.py stays a stub), so an honest score would be 0 as well.
+QUICK_CHEATS = {
+    "import_the_key": """
+        from rlhf_practice.course import load_impl
+        _key = load_impl("answer").ppo
+        compute_advantages, ppo_clip_loss = _key.compute_advantages, _key.ppo_clip_loss
+    """,
+    "read_the_key_by_path": f"""
+        import importlib.util
+        _spec = importlib.util.spec_from_file_location("k", "{ROOT}/answer/ppo_answer.py")
+        _key = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_key)
+        compute_advantages, ppo_clip_loss = _key.compute_advantages, _key.ppo_clip_loss
+    """,
+    "read_the_fixtures": f"""
+        import torch
+        _cases = torch.load("{ROOT}/tests/fixtures/graded_cases.pt", weights_only=True)
+        def _lookup(name, *args, **kwargs):
+            for case in _cases:
+                if case["function"] == name and all(torch.equal(a, b) for (_, a), b in zip(case["args"], args) if isinstance(b, torch.Tensor)):
+                    return case["expected"]
+        def compute_advantages(*args, **kwargs):
+            return _lookup("compute_advantages", *args)
+        def ppo_clip_loss(*args, **kwargs):
+            return _lookup("ppo_clip_loss", *args)
+    """,
+    "monkeypatch_torch_comparisons": """
+        import torch
+        torch.allclose = lambda *a, **k: True
+        torch.equal = lambda *a, **k: True
+        torch.Tensor.__eq__ = lambda *a, **k: True
+        def compute_advantages(rewards, values, normalize=True, eps=1e-8):
+            return torch.zeros_like(rewards)
+        def ppo_clip_loss(new_logprobs, old_logprobs, advantages, clip_range):
+            return new_logprobs.sum() * 0
+    """,
+    "rigged_tensor_subclass": """
+        import torch
+        class Anything(torch.Tensor):
+            def __eq__(self, other): return True
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return True
+        def compute_advantages(rewards, values, normalize=True, eps=1e-8):
+            return torch.zeros_like(rewards).as_subclass(Anything)
+        def ppo_clip_loss(new_logprobs, old_logprobs, advantages, clip_range):
+            return torch.zeros(()).as_subclass(Anything)
+    """,
+    "stack_inspection": """
+        import inspect, torch
+        def _peek():
+            for frame in inspect.stack():
+                for name in ("expected", "case"):
+                    value = frame.frame.f_locals.get(name)
+                    if isinstance(value, dict) and value.get("expected") is not None:
+                        return value["expected"]
+                    if isinstance(value, torch.Tensor):
+                        return value
+            return torch.zeros(())
+        def compute_advantages(*args, **kwargs):
+            return _peek()
+        def ppo_clip_loss(*args, **kwargs):
+            return _peek()
+    """,
+    "write_into_the_repository": f"""
+        import pathlib
+        for _target in ("{ROOT}/tests/fixtures/graded_cases.pt", "{ROOT}/rlhf_practice/checks.py"):
+            try:
+                pathlib.Path(_target).write_text("")
+            except OSError:
+                pass
+        from rlhf_practice.rl.grpo import compute_group_advantages as compute_advantages, grpo_loss as ppo_clip_loss
+    """,
+}
+SLOW_CHEATS = {
+    "sys_exit_at_import": "import sys\nsys.exit(0)",
+    "os_exit_in_call": """
+        import os
+        def compute_advantages(*args, **kwargs):
+            os._exit(0)
+        ppo_clip_loss = compute_advantages
+    """,
+    "atexit_forged_results": """
+        import atexit, sys, torch
+        atexit.register(lambda: torch.save({}, sys.argv[3]))
+        def compute_advantages(*args, **kwargs):
+            raise SystemExit(0)
+        ppo_clip_loss = compute_advantages
+    """,
+    "hang": """
+        def compute_advantages(*args, **kwargs):
+            while True:
+                pass
+        ppo_clip_loss = compute_advantages
+    """,
+    "memory_bomb": """
+        def compute_advantages(*args, **kwargs):
+            blocks = []
+            while True:
+                blocks.append(bytearray(2**28))
+        ppo_clip_loss = compute_advantages
+    """,
+    "output_flood": """
+        import sys
+        def compute_advantages(*args, **kwargs):
+            while True:
+                sys.stdout.write("x" * 2**20)
+        ppo_clip_loss = compute_advantages
+    """,
+}
+
+
+def _submission(folder: Path, ppo: str, grpo: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "ppo.py").write_text(ppo)
+    (folder / "grpo.py").write_text(grpo)
+    return folder
+
+
+def _grade(tmp_path: Path, cheats: dict[str, str], *extra: str, capsys) -> dict[str, dict[str, str]]:
+    subs = [
+        _submission(tmp_path / "key", KEY["ppo.py"], KEY["grpo.py"]),
+        _submission(tmp_path / "stubs", STUBS["ppo.py"], STUBS["grpo.py"]),
+        _submission(tmp_path / "half_done", KEY["ppo.py"], STUBS["grpo.py"]),
+    ]
+    subs += [_submission(tmp_path / name, textwrap.dedent(code), STUBS["grpo.py"]) for name, code in cheats.items()]
+    planted = tmp_path / "stubs"  # a planted pytest configuration must change nothing
+    (planted / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
+    (planted / "pytest.ini").write_text("[pytest]\naddopts = -p no:python\n")
+    table = tmp_path / "grades.csv"
+    main([*map(str, subs), "--csv", str(table), "--seed", "3", *extra])
+    assert capsys.readouterr().out.startswith("| submission | compute_advantages (§1.2) | ppo_clip_loss (§2.2) |")
+    with open(table, newline="") as f:
+        return {Path(r["submission"]).name: r for r in csv.DictReader(f)}
+
+
+def _digest() -> str:
+    files = sorted(
+        p
+        for d in ("answer", "tests", "rlhf_practice")
+        for p in (ROOT / d).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+    return hashlib.sha1(b"".join(p.read_bytes() for p in files)).hexdigest()
+
+
+def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> None:
+    assert float(rows["key"]["total"]) == 100 and all(float(rows["key"][f]) == 25 for f in FUNCTIONS)
+    assert float(rows["stubs"]["total"]) == 0
+    assert float(rows["half_done"]["total"]) == 50
+    scores = {name: float(rows[name]["total"]) for name in cheats}
+    assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"
+
+
+def test_grading_key_stubs_half_done_and_quick_cheats(tmp_path: Path, capsys) -> None:
+    before = _digest()
+    rows = _grade(tmp_path, QUICK_CHEATS, capsys=capsys)
+    _assert_scores(rows, QUICK_CHEATS)
+    if shutil.which("unshare"):
+        assert _digest() == before, "a submission changed the repository"
+
+
+@pytest.mark.slow
+def test_grading_survives_exits_hangs_and_bombs(tmp_path: Path, capsys) -> None:
+    rows = _grade(tmp_path, SLOW_CHEATS, "--timeout", "8", capsys=capsys)
+    _assert_scores(rows, SLOW_CHEATS)
+    assert "crashed, hung or exceeded a limit" in rows["hang"]["notes"]
+
+
+def test_not_a_folder_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "missing")])
+    assert exit_.value.code == 2

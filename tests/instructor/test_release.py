@@ -1,0 +1,72 @@
+"""The student release (not graded): what it holds and what it leaves out. CI also installs it and runs
+its whole suite, with the stubs and with the key's bodies pasted in (see .ci/run)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rlhf_practice.course import ROOT
+from rlhf_practice.course.release import INSTRUCTOR_ONLY, build_release, release_doc, student_files
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("release")
+    build_release(out)
+    return out
+
+
+def test_release_leaves_out_the_key_and_the_instructor_tools(release: Path) -> None:
+    for path in INSTRUCTOR_ONLY:
+        assert not (release / path).exists(), f"{path} must not be in the student release"
+    leaks = [p for p in release.rglob("*.py") if "_answer" in p.name or "mutation" in p.name]
+    assert not leaks
+
+
+def test_release_holds_stubs_fixtures_and_everything_a_student_runs(release: Path) -> None:
+    for path, source in student_files().items():
+        assert (release / path).read_text(encoding="utf-8") == source
+        assert "NotImplementedError" in source
+    for path in (
+        "tests/fixtures/graded_cases.pt",
+        "requirements.txt",
+        "pyproject.toml",
+        "train_ppo.py",
+        "tests/test_docs.py",
+    ):
+        assert (release / path).is_file(), path
+    assert (release / "rlhf_practice/assets/tiny_gpt2/model.safetensors").is_file()
+
+
+def test_release_documents_name_only_what_the_release_has(release: Path) -> None:
+    for doc in ("README.md", "TASKS.md"):
+        text = (release / doc).read_text(encoding="utf-8")
+        assert "<!--" not in text, f"{doc}: an instructor or release marker was left in"
+        for gone in (
+            "--impl answer",
+            "answer/",
+            "rlhf_practice.grading",
+            "make_student_files",
+            "mutation_check",
+            "course release",
+        ):
+            assert gone not in text, f"{doc} of the release mentions {gone!r}"
+        assert "```bash\npytest\n```" in text or doc == "TASKS.md"
+
+
+def test_release_doc_markers() -> None:
+    text = "a\n<!-- instructor -->\nsecret\n<!-- /instructor -->\n<!-- release\nshown\n-->\nb <!-- instructor -->x<!-- /instructor -->\n"
+    assert release_doc(text) == "a\nshown\nb \n"
+    for doc in ("README.md", "TASKS.md"):
+        source = (ROOT / doc).read_text(encoding="utf-8")
+        assert source.count("<!-- instructor -->") == source.count("<!-- /instructor -->")
+        assert not re.search(r"<!-- release(?!\n)", source)
+
+
+def test_release_refuses_a_folder_in_use(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("")
+    with pytest.raises(SystemExit, match="not empty"):
+        build_release(tmp_path)
