@@ -59,9 +59,10 @@ def student_files() -> dict[str, str]:
 
 def release_doc(text: str) -> str:
     """A document as the release shows it: instructor blocks removed, release blocks shown."""
-    text = re.sub(r"(?m)^<!-- instructor -->.*?<!-- /instructor -->\n", "", text, flags=re.S)  # whole lines
-    text = re.sub(r"<!-- instructor -->.*?<!-- /instructor -->", "", text, flags=re.S)  # inside a line
-    return re.sub(r"<!-- release\n(.*?)-->\n?", r"\1", text, flags=re.S)
+    inside = r"(?:(?!<!--).)*?"  # a block's text never spans another marker
+    text = re.sub(rf"(?m)^<!-- instructor -->\n{inside}\n<!-- /instructor -->\n", "", text, flags=re.S)  # lines
+    text = re.sub(rf"<!-- instructor -->{inside}<!-- /instructor -->", "", text, flags=re.S)  # within a line
+    return re.sub(rf"(?m)^<!-- release\n({inside})-->\n", r"\1", text, flags=re.S)
 
 
 def _tracked_files() -> list[str]:

@@ -55,11 +55,17 @@ def test_release_documents_name_only_what_the_release_has(release: Path) -> None
         ):
             assert gone not in text, f"{doc} of the release mentions {gone!r}"
         assert "```bash\npytest\n```" in text or doc == "TASKS.md"
+        source = (ROOT / doc).read_text(encoding="utf-8")
+        kept = [h for h in re.findall(r"(?m)^##+ .*", source) if h != "## 教师：发给学生、演示与批改"]
+        assert re.findall(r"(?m)^##+ .*", text) == kept, f"{doc}: the release lost a section"
 
 
 def test_release_doc_markers() -> None:
-    text = "a\n<!-- instructor -->\nsecret\n<!-- /instructor -->\n<!-- release\nshown\n-->\nb <!-- instructor -->x<!-- /instructor -->\n"
-    assert release_doc(text) == "a\nshown\nb \n"
+    text = (
+        "a\n<!-- instructor -->\nsecret\n<!-- /instructor -->\n<!-- release\nshown\n-->\n"
+        "<!-- instructor -->x<!-- /instructor -->b\nkept\n<!-- instructor -->\ny\n<!-- /instructor -->\nend\n"
+    )
+    assert release_doc(text) == "a\nshown\nb\nkept\nend\n"
     for doc in ("README.md", "TASKS.md"):
         source = (ROOT / doc).read_text(encoding="utf-8")
         assert source.count("<!-- instructor -->") == source.count("<!-- /instructor -->")
