@@ -11,7 +11,7 @@ One step: sample prompts -> generate replies -> reward -> old log-probs and valu
 import torch
 
 from rlhf_practice.config import PPOConfig, parse_config
-from rlhf_practice.tracking import mean_metrics, rollout_stats
+from rlhf_practice.tracking import explained_variance, mean_metrics, rollout_stats
 from rlhf_practice.training import run_main, training_run
 
 
@@ -56,6 +56,7 @@ def main() -> None:
                 **mean_metrics(epoch_stats),
                 **rollout_stats(rewards, advantages, generation.response_mask),
                 "value/mean": old.values.mean(),
+                "value/explained_variance": explained_variance(old.values, rewards),  # how much of R does V(s) see?
             }
             run.logger.log(step, metrics, prompts, replies, rewards)
 

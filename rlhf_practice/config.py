@@ -28,6 +28,8 @@ PRESET_NAMES = ("tiny", "gpt2")
 class ModelConfig:
     model_name: str = "tiny"
     """Policy to start from: "tiny" (shipped with the package), a hub name such as "gpt2", or a local folder."""
+    value_head_init: str = "zero"
+    """How a new value head starts: "zero" (V = 0 everywhere, the default) or "random" (small random weights)."""
 
 
 @dataclass
@@ -74,11 +76,11 @@ class TrainConfig:
     max_new_tokens: int = 16
     """Longest reply, in tokens; more tokens cost memory and time."""
     temperature: float = 1.0
-    """Sampling temperature (> 0); 1.0 samples from the policy as it is."""
+    """Sampling temperature (> 0); 1.0 samples from the policy as it is. Log-probs are scored at the same temperature."""
     top_k: int = 0
-    """Sample only from the k most likely tokens (0 = no limit)."""
+    """Sample only from the k most likely tokens (0 = no limit). Off-policy: log-probs are scored without the cut."""
     top_p: float = 1.0
-    """Nucleus sampling: smallest token set with this much probability (1.0 = no limit)."""
+    """Nucleus sampling: smallest token set with this much probability (1.0 = no limit). Off-policy, like top_k."""
     learning_rate: float = 1e-4
     """Adam learning rate of the policy (and value head)."""
     max_grad_norm: float = 1.0
@@ -143,6 +145,12 @@ class TrainConfig:
             'is not a device; use "auto", "cpu", "cuda" or "cuda:N"',
         )
         _require(self.impl.strip() != "", "impl", self.impl, 'is empty; use "student", "answer" or a folder')
+        _require(
+            self.model.value_head_init in ("zero", "random"),
+            "model.value_head_init",
+            self.model.value_head_init,
+            'is unknown; use "zero" or "random"',
+        )
 
 
 @dataclass
@@ -157,8 +165,8 @@ class PPOConfig(TrainConfig):
     """Passes of ppo_step over each batch of rollouts."""
     ppo_num_minibatches: int = 1
     """Split each batch into this many minibatches per pass (raise it when memory runs out)."""
-    value_loss_coef: float = 0.5
-    """Weight of the value loss MSE(V, R) in the total loss."""
+    value_loss_coef: float = 0.25
+    """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
     kl_coef: float = 0.05
     """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty)."""
 

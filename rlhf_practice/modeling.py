@@ -74,6 +74,8 @@ class Generation:
     attention_mask: LongTensor (B, L)  1 for real prompt tokens and for reply tokens in response_mask
     response_mask:  FloatTensor (B, T) 1 for reply tokens up to and including the first EOS, else 0
     prompt_length:  int                P; the reply of row b is sequences[b, P:]
+    temperature:    float              the sampling temperature: scoring divides the logits by it too,
+                                       so that log-probs are those of the distribution sampled
 
     ``generation[idx]`` selects rows (a minibatch); ``generation.decode(tokenizer)`` gives the replies.
     """
@@ -82,6 +84,7 @@ class Generation:
     attention_mask: torch.Tensor
     response_mask: torch.Tensor
     prompt_length: int
+    temperature: float = 1.0
 
     @property
     def response_ids(self) -> torch.Tensor:
@@ -90,7 +93,9 @@ class Generation:
 
     def __getitem__(self, idx: torch.Tensor | slice) -> Generation:
         """The rows ``idx`` (an index tensor or a slice) of every field."""
-        return Generation(self.sequences[idx], self.attention_mask[idx], self.response_mask[idx], self.prompt_length)
+        return Generation(
+            self.sequences[idx], self.attention_mask[idx], self.response_mask[idx], self.prompt_length, self.temperature
+        )
 
     def __len__(self) -> int:
         return self.sequences.shape[0]
@@ -134,13 +139,18 @@ class PolicyValueModel(nn.Module):
     sampling and updating; gradients still flow when they are enabled.
     """
 
-    def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None):
+    def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None, value_head_init: str = "zero"):
         super().__init__()
         self.lm = lm
         hidden = lm.config.hidden_size
         if value_head is None:
+            # "zero": V(s) = 0 at the start, so A = R - V begins as the plain (normalized) reward
+            # instead of reward minus random noise (TASKS.md §4.1 measures the difference).
             value_head = nn.Linear(hidden, 1)
-            nn.init.normal_(value_head.weight, std=1.0 / (hidden + 1) ** 0.5)
+            if value_head_init == "random":
+                nn.init.normal_(value_head.weight, std=1.0 / (hidden + 1) ** 0.5)
+            else:
+                nn.init.zeros_(value_head.weight)
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
         self.eval()
@@ -150,8 +160,11 @@ class PolicyValueModel(nn.Module):
         return super().train(False)
 
     @classmethod
-    def from_pretrained(cls, model_name: str, device: str | torch.device = "cpu") -> PolicyValueModel:
-        """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was saved."""
+    def from_pretrained(
+        cls, model_name: str, device: str | torch.device = "cpu", value_head_init: str = "zero"
+    ) -> PolicyValueModel:
+        """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was
+        saved; otherwise start a new head as ``value_head_init`` says ("zero" or "random")."""
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
@@ -166,7 +179,7 @@ class PolicyValueModel(nn.Module):
         if head_file.is_file():
             value_head = nn.Linear(lm.config.hidden_size, 1)
             value_head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
-        return cls(lm, value_head).to(device)
+        return cls(lm, value_head, value_head_init).to(device)
 
     def save_pretrained(self, folder: str | Path) -> None:
         """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained."""
@@ -238,25 +251,29 @@ class PolicyValueModel(nn.Module):
             )
         response_mask = response_mask_from_ids(sequences[:, prompt_length:], tokenizer.eos_token_id)
         full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
-        return Generation(sequences, full_mask, response_mask, prompt_length)
+        return Generation(sequences, full_mask, response_mask, prompt_length, temperature)
 
     def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceScores:
         """Score the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceScores`.
 
         The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
-        log-probs of the reply come from logits[:, P-1 : L-1]. Gradients flow unless the caller
-        runs this under ``torch.no_grad()``.
+        log-probs of the reply come from logits[:, P-1 : L-1] / temperature: the distribution the
+        replies were sampled from (top_k / top_p truncation is not applied here; see the config).
+        With mixed precision the transformer runs in bfloat16 but the LM head runs in float32, so
+        that the ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
+        this under ``torch.no_grad()``.
         """
         with self.autocast(mixed_precision):
-            out = self.lm(
+            hidden = self.lm.base_model(
                 input_ids=generation.sequences,
                 attention_mask=generation.attention_mask,
                 position_ids=position_ids_from_mask(generation.attention_mask),
-                output_hidden_states=True,
                 use_cache=False,
-            )
+            ).last_hidden_state  # (B, L, H)
         prompt_length = generation.prompt_length
-        logits = out.logits[:, prompt_length - 1 : -1].float()  # (B, T, V)
+        reply_hidden = hidden[:, prompt_length - 1 : -1].float()  # (B, T, H)
+        with torch.autocast(self.device.type, enabled=False):
+            logits = self.lm.get_output_embeddings()(reply_hidden) / generation.temperature  # (B, T, V), float32
         log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
         token_logprobs = log_probs.gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
         mask = generation.response_mask.to(token_logprobs.dtype)
@@ -265,6 +282,6 @@ class PolicyValueModel(nn.Module):
         token_entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B, T)
         entropy = (token_entropy * mask).sum() / mask.sum().clamp(min=1)
 
-        last_prompt_hidden = out.hidden_states[-1][:, prompt_length - 1]  # (B, H)
+        last_prompt_hidden = hidden[:, prompt_length - 1]  # (B, H)
         values = self.value_head(last_prompt_hidden.to(self.value_head.weight.dtype)).squeeze(-1).float()  # (B,)
         return SequenceScores(logprobs=logprobs, values=values, entropy=entropy)

@@ -27,7 +27,8 @@ from rlhf_practice.config import RewardConfig
 POSITIVE_WORDS = frozenset(
     """
     good great excellent wonderful amazing brilliant superb fantastic outstanding perfect
-    beautiful lovely enjoyable enjoyed loved love best fun funny hilarious charming delightful
+    beautiful lovely enjoyable enjoy enjoyed loved love loves best fun funny hilarious charming delightful
+    liked adore adored moved
     touching moving gripping stunning memorable masterpiece favorite favourite recommend
     recommended entertaining powerful clever fascinating impressive inspiring refreshing
     solid nice strong terrific splendid
@@ -39,14 +40,22 @@ NEGATIVE_WORDS = frozenset(
     bad awful terrible horrible worst worse boring bored dull waste wasted poor stupid
     disappointing disappointed disappointment annoying ridiculous lame weak pointless mediocre
     bland cheesy unfunny painful forgettable tedious hated hate garbage mess predictable
-    awkward clumsy dreadful pathetic laughable silly slow ugly
+    awkward clumsy dreadful pathetic laughable silly slow ugly disliked dislike annoyed hates
     """.split()
 )
 
-NEGATIONS = frozenset("not no never nothing hardly barely neither nor without".split())
+NEGATIONS = frozenset("not no never nothing hardly barely neither nor without cannot".split())
 
-NEGATION_WINDOW = 3
-"""A negation flips a sentiment word at most this many words after it, within one clause."""
+ONLY_AFTER_NEGATION = {"stand": -1}
+"""Words with a sentiment only after a negation, not flipped by it: "could not stand", "can't stand"."""
+
+NOT_NEGATING = {("no", "doubt"), ("nothing", "but"), ("not", "only")}
+"""Negation words that do not negate when the next word is this: "no doubt the best", "nothing but great"."""
+
+NEGATION_WINDOW = 4
+"""A negation flips a sentiment word at most this many words after it, within one clause
+("I do not think it is good": four words back). A comma ends a clause, so "It was not, I think, a
+good film" reads as positive: a known limit, like sarcasm (TASKS.md §5 offers both as exercises)."""
 
 _CLAUSE_BREAK = re.compile(r"[.!?;:,\n]+")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
@@ -58,8 +67,9 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def _is_negation(word: str) -> bool:
-    return word in NEGATIONS or word.endswith("n't")
+def _is_negation(clause_words: list[str], j: int) -> bool:
+    word, after = clause_words[j], clause_words[j + 1] if j + 1 < len(clause_words) else ""
+    return (word in NEGATIONS or word.endswith("n't")) and (word, after) not in NOT_NEGATING
 
 
 def sentiment_polarities(text: str) -> list[int]:
@@ -72,13 +82,14 @@ def sentiment_polarities(text: str) -> list[int]:
     for clause in _CLAUSE_BREAK.split(unicodedata.normalize("NFKC", text)):
         clause_words = words(clause)
         for i, word in enumerate(clause_words):
-            polarity = (word in POSITIVE_WORDS) - (word in NEGATIVE_WORDS)
-            if polarity == 0:
+            negated = any(_is_negation(clause_words, j) for j in range(max(0, i - NEGATION_WINDOW), i))
+            if word in ONLY_AFTER_NEGATION:
+                if negated:
+                    polarities.append(ONLY_AFTER_NEGATION[word])
                 continue
-            window = clause_words[max(0, i - NEGATION_WINDOW) : i]
-            if any(_is_negation(w) for w in window):
-                polarity = -polarity
-            polarities.append(polarity)
+            polarity = (word in POSITIVE_WORDS) - (word in NEGATIVE_WORDS)
+            if polarity:
+                polarities.append(-polarity if negated else polarity)
     return polarities
 
 

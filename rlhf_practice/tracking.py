@@ -83,6 +83,14 @@ def rollout_stats(
     return stats
 
 
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """1 - Var(returns - values) / Var(returns): 1 is a perfect critic, 0 no better than a constant,
+    below 0 worse than a constant (it adds noise to A = R - V). CleanRL logs the same figure; like
+    CleanRL, it is NaN when the returns do not vary (every reply got the same reward)."""
+    var = returns.var()
+    return torch.where(var > 1e-8, 1 - (returns - values).var() / var.clamp(min=1e-8), torch.nan)
+
+
 class RunLogger:
     """Writes one run folder, drives the progress bar, and times the steps.
 

@@ -178,7 +178,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
 
     seed_everything(config.seed, device)
     tokenizer = load_tokenizer(config.model.model_name)
-    policy = PolicyValueModel.from_pretrained(config.model.model_name, device)
+    policy = PolicyValueModel.from_pretrained(config.model.model_name, device, config.model.value_head_init)
     longest = config.data.max_prompt_length + config.max_new_tokens
     if longest > policy.max_length:
         raise ConfigError(

@@ -27,6 +27,12 @@ sys.path.insert(0, str(ROOT))
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
 
+def _median(values: list[float]) -> float | None:
+    """Median of the finite values (explained variance is NaN on steps whose rewards were all equal)."""
+    finite = sorted(v for v in values if v == v)
+    return round(finite[len(finite) // 2], 3) if finite else None
+
+
 def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, f"train_{algorithm}.py", "--preset", preset, "--impl", impl]
@@ -61,6 +67,7 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         f"seconds_to_reward_{target}": None if reached is None else round(m["time/elapsed_s"][reached], 1),
         "peak_memory_mb": run.summary["peak_memory_mb"],
         "final_kl_approx": m["kl/approx"][-1] if "kl/approx" in m else None,
+        "value_explained_variance_median": _median(m.get("value/explained_variance", [])),
     }
 
 

@@ -98,3 +98,17 @@ def test_load_impl_errors(tmp_path: Path) -> None:
     (tmp_path / "ppo.py").write_text("")
     with pytest.raises(ConfigError, match=r"missing .*grpo\.py; the folder needs both ppo\.py and grpo\.py"):
         load_impl(str(tmp_path))
+
+
+def test_value_head_init_is_checked() -> None:
+    config = preset_config(PPOConfig, "tiny")
+    config.model.value_head_init = "gaussian"
+    with pytest.raises(ConfigError, match=r"model.value_head_init='gaussian' is unknown; use \"zero\" or \"random\""):
+        config.validate()
+
+
+def test_value_head_starts_at_zero_or_random() -> None:
+    from rlhf_practice.modeling import PolicyValueModel
+
+    assert PolicyValueModel.from_pretrained("tiny").value_head.weight.abs().sum() == 0
+    assert PolicyValueModel.from_pretrained("tiny", value_head_init="random").value_head.weight.abs().sum() > 0

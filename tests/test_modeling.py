@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_practice.errors import ModelLoadError
-from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer, response_mask_from_ids
+from rlhf_practice.modeling import (
+    Generation,
+    PolicyValueModel,
+    load_tokenizer,
+    position_ids_from_mask,
+    response_mask_from_ids,
+)
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +172,62 @@ def test_generation_rows_and_decode(policy, tokenizer) -> None:
     replies = gen.decode(tokenizer)
     assert rows.decode(tokenizer) == [replies[2], replies[0]]
     assert all(tokenizer.eos_token not in reply for reply in replies)
+
+
+def test_scored_logprobs_are_those_of_the_distribution_sampled(policy, tokenizer) -> None:
+    """Sampled at temperature 0.5, the replies must be scored with logits / 0.5: the same per-token
+    log-probs as the sampler's own (HF's processed scores), so PPO's ratios start at exactly 1."""
+    input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad", "I watched this movie with my"])
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = policy.lm.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            do_sample=True,
+            temperature=0.5,
+            top_k=0,
+            max_new_tokens=8,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    prompt_length = input_ids.shape[1]
+    response_mask = response_mask_from_ids(out.sequences[:, prompt_length:], tokenizer.eos_token_id)
+    full_mask = torch.cat([attention_mask, response_mask.long()], dim=1)
+    sampler = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)  # (B, T, V)
+    tokens = out.sequences[:, prompt_length:]
+    expected = (sampler.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * response_mask).sum(dim=1)
+    with torch.no_grad():
+        scored = policy.evaluate_sequences(Generation(out.sequences, full_mask, response_mask, prompt_length, 0.5))
+        untempered = policy.evaluate_sequences(Generation(out.sequences, full_mask, response_mask, prompt_length, 1.0))
+    assert torch.allclose(scored.logprobs, expected, atol=1e-4), (scored.logprobs, expected)
+    assert not torch.allclose(untempered.logprobs, expected, atol=1e-2), "the test must tell the two apart"
+
+
+def test_generate_records_its_temperature(policy, tokenizer) -> None:
+    input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad"])
+    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=3, temperature=0.7)
+    assert gen.temperature == 0.7 and gen[torch.tensor([1])].temperature == 0.7
+
+
+def test_mixed_precision_keeps_the_lm_head_in_float32(policy, tokenizer, monkeypatch) -> None:
+    """bfloat16 autocast (emulated on the CPU): the transformer runs in bf16, the LM head and the
+    log-softmax in fp32, so scored log-probs stay closer to full precision than an all-bf16 pass."""
+    input_ids, attention_mask = _prompts(tokenizer, ["The film was", "Bad", "I watched this movie with my"] * 4)
+    torch.manual_seed(0)
+    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=12)
+    with torch.no_grad():
+        reference = policy.evaluate_sequences(gen).logprobs
+        monkeypatch.setattr(policy, "autocast", lambda enabled=True: torch.autocast("cpu", dtype=torch.bfloat16))
+        mixed = policy.evaluate_sequences(gen).logprobs
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # everything in bf16, the head included
+            logits = policy.lm(
+                input_ids=gen.sequences,
+                attention_mask=gen.attention_mask,
+                position_ids=position_ids_from_mask(gen.attention_mask),
+            ).logits
+        logp = F.log_softmax(logits[:, gen.prompt_length - 1 : -1].to(torch.bfloat16).float(), dim=-1)
+        all_bf16 = (logp.gather(-1, gen.response_ids.unsqueeze(-1)).squeeze(-1) * gen.response_mask).sum(dim=1)
+    assert mixed.dtype == torch.float32
+    assert (mixed - reference).abs().max() < (all_bf16 - reference).abs().max()

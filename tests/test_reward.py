@@ -28,6 +28,27 @@ CASES = [
     ("chinese and english", "电影 terrible 电影", -1.0),
     ("curly apostrophe", "It isn\u2019t bad", 1.0),
     ("fullwidth letters", "ＧＲＥＡＴ", 1.0),
+    # The corpus's own phrases (scripts/build_tiny_assets.py), and what IMDB reviews write.
+    ("really liked", "I really liked the plot.", 1.0),
+    ("adored", "I adored the cast.", 1.0),
+    ("was moved by", "I was moved by the ending.", 1.0),
+    ("disliked", "I disliked the script.", -1.0),
+    ("could not stand", "I could not stand the music.", -1.0),
+    ("can't stand", "I can't stand this director.", -1.0),
+    ("was annoyed by", "I was annoyed by the dialogue.", -1.0),
+    ("cannot", "I cannot recommend it.", -1.0),
+    ("can not", "I can not recommend it.", -1.0),
+    ("negation four words back", "I do not think it is good.", -1.0),
+    ("not bad", "Not bad at all.", 1.0),
+    ("no doubt", "No doubt the best film of the year.", 1.0),
+    ("nothing but", "Nothing but great performances.", 1.0),
+    ("not only", "Not only funny but also moving.", 1.0),
+    ("would not recommend", "I would not recommend it to anyone.", -1.0),
+    ("never felt dull", "The story never felt dull.", 1.0),
+    ("waste of time", "What a waste of time.", -1.0),
+    # Known limits, kept as documented behaviour (TASKS.md §5 offers them as exercises):
+    ("limit: negation across a comma", "It was not, I think, a good film.", 1.0),
+    ("limit: sarcasm", "Oh great, another two hours I will never get back.", 1.0),
 ]
 
 
@@ -68,3 +89,28 @@ def test_a_new_term_is_a_few_lines() -> None:
 def test_total_is_clipped_to_the_unit_interval() -> None:
     reward = RuleBasedReward([(1.0, lambda t: 5.0), (1.0, lambda t: 0.0)])
     assert reward(["x"]).item() == 1.0
+
+
+def _corpus_lists():
+    import importlib.util
+
+    from rlhf_practice import PACKAGE_DIR
+
+    spec = importlib.util.spec_from_file_location(
+        "build_tiny_assets", PACKAGE_DIR.parent / "scripts/build_tiny_assets.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_phrase_the_corpus_writes_is_scored_with_its_sign() -> None:
+    """The reward reads its own corpus: the phrases come from the generator's lists, so the two cannot drift."""
+    corpus = _corpus_lists()
+    reward = build_reward()
+    for sign, adjectives, verbs in ((1.0, corpus.POS_ADJ, corpus.POS_VERBS), (-1.0, corpus.NEG_ADJ, corpus.NEG_VERBS)):
+        for adj in adjectives:
+            assert reward([f"the plot is {adj}."]).item() == sign, adj
+            assert reward([f"the plot was not {adj} at all."]).item() == -sign, f"not {adj}"
+        for verb in verbs:
+            assert reward([f"I {verb} the plot."]).item() == sign, verb

@@ -63,7 +63,8 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     rows = _metrics(run)
     assert [r["step"] for r in rows] == ["1", "2"]
     assert (required - {"time/step_s"}) <= set(rows[0]), "metrics.csv lacks columns"
-    assert all(float(v) == float(v) for r in rows for v in r.values()), "NaN in metrics.csv"
+    nan_ok = {"value/explained_variance"}  # NaN on a step whose rewards were all equal, as in CleanRL
+    assert all(float(v) == float(v) for r in rows for k, v in r.items() if k not in nan_ok), "NaN in metrics.csv"
 
     config = json.loads((run / "config.json").read_text())
     assert config["impl"] == working_impl and config["num_steps"] == 2 and config["preset"] == "tiny"
