@@ -14,14 +14,17 @@ Flags given on the command line override the preset, e.g.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from rlhf_practice.errors import ConfigError
 
 PRESET_NAMES = ("tiny", "gpt2")
+MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
 @dataclass
@@ -106,6 +109,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid setting and what to do."""
+        for name, value in _flat_fields(self):
+            _require(not isinstance(value, float) or math.isfinite(value), name, value, "must be a finite number")
         positive_ints = {
             "train_batch_size": self.train_batch_size,
             "max_new_tokens": self.max_new_tokens,
@@ -124,10 +129,32 @@ class TrainConfig:
         )
         _require(self.data.max_samples >= 0, "data.max_samples", self.data.max_samples, "must be >= 0 (0 = all)")
         _require(self.num_logged_samples >= 0, "num_logged_samples", self.num_logged_samples, "must be >= 0")
-        _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0 (try 1e-5 to 1e-3)")
+        _require(
+            0 < self.learning_rate <= 1, "learning_rate", self.learning_rate, "must lie in (0, 1] (try 1e-5 to 1e-3)"
+        )
         _require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
-        _require(self.temperature > 0, "temperature", self.temperature, "must be > 0 (1.0 samples the policy as is)")
-        _require(self.top_k >= 0, "top_k", self.top_k, "must be >= 0 (0 = no limit)")
+        _require(
+            0.01 <= self.temperature <= 100,
+            "temperature",
+            self.temperature,
+            "must lie in [0.01, 100] (1.0 samples the policy as is)",
+        )
+        _require(0 <= self.top_k <= 10**6, "top_k", self.top_k, "must lie in [0, vocabulary size] (0 = no limit)")
+        _require(0 <= self.seed < 2**32, "seed", self.seed, f"must lie in [0, {2**32 - 1}]")
+        _require(
+            self.run_name == "" or (Path(self.run_name).name == self.run_name and self.run_name not in (".", "..")),
+            "run_name",
+            self.run_name,
+            "must be one folder name (no '/', no '..'); the folder is made inside run_dir",
+        )
+        group = getattr(self, "grpo_group_size", 1)
+        rows = self.train_batch_size * group
+        _require(
+            rows <= MAX_ROWS_PER_STEP,
+            "grpo_group_size" if group > 1 else "train_batch_size",
+            group if group > 1 else rows,
+            f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
+        )
         _require(0 < self.top_p <= 1, "top_p", self.top_p, "must be in (0, 1] (1.0 = no limit)")
         _require(
             self.reward.short_min_words >= 0, "reward.short_min_words", self.reward.short_min_words, "must be >= 0"
@@ -245,6 +272,18 @@ def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
     overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][cls.algorithm]}
     overrides = {k: dataclasses.replace(v) if dataclasses.is_dataclass(v) else v for k, v in overrides.items()}
     return cls(preset=preset, **overrides)
+
+
+def _flat_fields(config: object, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted name, value) of every field, nested configs included: ("data.max_samples", 0), ..."""
+    out = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _flat_fields(value, f"{prefix}{f.name}.")
+        else:
+            out.append((f"{prefix}{f.name}", value))
+    return out
 
 
 def _require(ok: bool, name: str, value: object, problem: str) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,24 +54,19 @@ def load_texts(dataset_name: str, split: str = "train", text_column: str = "text
     import datasets  # imported here: it is slow to import and only needed once per run
 
     datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its error logs would precede our one line
 
     path = TINY_CORPUS if dataset_name == "tiny" else Path(dataset_name).expanduser()
-    try:
-        if path.suffix.lower() in _LOCAL_BUILDERS:
-            if not path.is_file():
-                raise DataError(
-                    f"data.dataset_name={dataset_name!r}: no such file. Check the path, or use --preset tiny."
-                )
-            builder = _LOCAL_BUILDERS[path.suffix.lower()]
-            ds = datasets.load_dataset(builder, data_files=str(path), split="train")
-            if builder == "text":
-                text_column = "text"
-        else:
+    if path.suffix.lower() in _LOCAL_BUILDERS or path.exists():
+        ds = _load_local(datasets, path, dataset_name)
+        if path.suffix.lower() == ".txt":
+            text_column = "text"
+    else:
+        try:
             ds = datasets.load_dataset(dataset_name, split=split)
-    except DataError:
-        raise
-    except (ConnectionError, OSError, FileNotFoundError, ValueError) as err:
-        raise DataError(_hub_hint(f"could not load data.dataset_name={dataset_name!r} (split {split!r})", err)) from err
+        except (ConnectionError, OSError, FileNotFoundError, ValueError) as err:
+            what = f"could not load data.dataset_name={dataset_name!r} (split {split!r})"
+            raise DataError(_hub_hint(what, err)) from err
     if text_column not in ds.column_names:
         raise DataError(
             f"data.dataset_name={dataset_name!r} has no column {text_column!r} (columns: {', '.join(ds.column_names)}); "
@@ -83,6 +79,32 @@ def load_texts(dataset_name: str, split: str = "train", text_column: str = "text
     if not texts:
         raise DataError(f"data.dataset_name={dataset_name!r} holds no non-empty text in column {text_column!r}.")
     return texts
+
+
+def _load_local(datasets, path: Path, name: str):
+    """A local data file through ``datasets.load_dataset``, with one readable line for each way it can be wrong."""
+    where = f"data.dataset_name={name!r}"
+    if path.is_dir():
+        raise DataError(f"{where} is a folder; give one {'/'.join(_LOCAL_BUILDERS)} file.")
+    if path.suffix.lower() not in _LOCAL_BUILDERS:
+        raise DataError(f"{where}: unknown file type {path.suffix!r}; use one of {', '.join(_LOCAL_BUILDERS)}.")
+    if not path.is_file():
+        raise DataError(f"{where}: no such file. Check the path, or use --preset tiny.")
+    if path.stat().st_size == 0:
+        raise DataError(f"{where}: the file is empty; it needs one text per row.")
+    builder = _LOCAL_BUILDERS[path.suffix.lower()]
+    try:
+        return datasets.load_dataset(builder, data_files=str(path), split="train")
+    except Exception as err:  # noqa: BLE001 - datasets wraps every parser error in its own types
+        cause = err
+        while cause.__cause__ is not None or cause.__context__ is not None:
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, UnicodeDecodeError) or "invalid utf8" in str(cause).lower():
+            raise DataError(f"{where}: the file is not UTF-8 text; save it as UTF-8.") from err
+        if "corresponds to no data" in str(err):
+            raise DataError(f"{where}: the file holds no rows (a header alone?); it needs one text per row.") from err
+        detail = str(cause).splitlines()[0] if str(cause) else ""
+        raise DataError(f"{where}: could not read it as {builder} ({type(cause).__name__}: {detail}).") from err
 
 
 def _hub_hint(what: str, err: Exception) -> str:
@@ -101,10 +123,20 @@ class PromptDataset(Dataset):
     def __init__(self, texts: list[str], tokenizer: PreTrainedTokenizerBase, min_len: int, max_len: int, seed: int = 0):
         rng = random.Random(seed)
         token_ids = tokenizer([t[:_PROMPT_CHARS] for t in texts], add_special_tokens=False)["input_ids"]
-        self.prompts = [ids[: rng.randint(min_len, max_len)] for ids in token_ids]
-        self.prompts = [p for p in self.prompts if p]
-        if not self.prompts:
-            raise DataError("every text tokenized to nothing; check data.text_column and the dataset.")
+        long_enough = [ids for ids in token_ids if len(ids) >= min_len]
+        if not long_enough:
+            raise DataError(
+                f"no text has data.min_prompt_length={min_len} tokens; check data.text_column and the dataset, "
+                "or lower data.min_prompt_length."
+            )
+        if len(long_enough) < len(token_ids):
+            dropped = len(token_ids) - len(long_enough)
+            print(
+                f"note: {dropped} of {len(token_ids)} texts are shorter than data.min_prompt_length={min_len} tokens "
+                "and were left out.",
+                file=sys.stderr,
+            )
+        self.prompts = [ids[: rng.randint(min_len, max_len)] for ids in long_enough]
 
     def __len__(self) -> int:
         return len(self.prompts)

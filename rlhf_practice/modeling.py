@@ -40,8 +40,14 @@ def resolve_model_name(model_name: str) -> str:
 
 
 def _load_error(what: str, name: str, err: Exception) -> ModelLoadError:
-    if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().exists():
+    folder = Path(name).expanduser()
+    if name.startswith(("/", "./", "../", "~")) and not folder.exists():
         return ModelLoadError(f"model.model_name={name!r}: no such folder. Check the path, or use --preset tiny.")
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        return ModelLoadError(
+            f"model.model_name={name!r} is a folder but not a saved model (no config.json); give a folder "
+            "that save_pretrained wrote, such as runs/<run>/policy."
+        )
     hint = "use --preset tiny (works offline), a local folder, or set HF_ENDPOINT to a mirror of the Hugging Face Hub."
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         hint = "HF_HUB_OFFLINE=1 is set, so only cached models load; " + hint

@@ -20,6 +20,7 @@ import csv
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -157,17 +158,21 @@ class RunLogger:
             self._samples.write(json.dumps({"step": step, "prompt": prompt, "reply": reply, "reward": reward}) + "\n")
         self.writer.add_text("samples", "\n".join(rows), step)
 
-    def write_summary(self, outcome: str, **extra: object) -> dict:
-        """Write summary.json: how the run ended, steps done, wall time, final reward, and ``extra``."""
+    def write_summary(self, outcome: str, folder: Path, **extra: object) -> dict:
+        """Write ``folder``/summary.json atomically: how the run ended, steps done, wall time, final
+        reward (null before the first step: valid JSON, never NaN), and ``extra``."""
+        final_reward = final_mean(self.rewards_seen)
         summary = {
             "algorithm": self.algorithm,
             "outcome": outcome,
             "steps": self.steps_done,
             "wall_s": round(time.time() - self.start_time, 2),
-            "final_reward": final_mean(self.rewards_seen),
+            "final_reward": final_reward if math.isfinite(final_reward) else None,
             **extra,
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        partial = folder / ".summary.json.partial"
+        partial.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        os.replace(partial, folder / "summary.json")
         return summary
 
     def flush(self) -> None:

@@ -6,10 +6,15 @@ step (metrics, progress bar, files) is :mod:`rlhf_practice.tracking`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import secrets
+import shutil
+import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +29,7 @@ import torch
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES, build_prompt_dataloader, infinite_batches
-from rlhf_practice.errors import ConfigError, RLHFPracticeError, TrainingError
+from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import RuleBasedReward, build_reward
 from rlhf_practice.tracking import RunLogger
@@ -78,13 +83,36 @@ def work_offline_unless_hub_answers(names: list[str], timeout: float = 3.0) -> N
             sys.modules["datasets.config"].HF_HUB_OFFLINE = True
 
 
+def _sigterm_as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def check_writable(run_dir: Path) -> None:
+    """ConfigError unless run folders can be made in ``run_dir`` (checked by writing, as root ignores modes)."""
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"run_dir={str(run_dir)!r}: {existing} is not a folder; give a folder for the runs.")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as err:
+        raise ConfigError(
+            f"run_dir={str(run_dir)!r} is not writable ({err.strerror}); give a folder you can write to."
+        ) from err
+
+
 def run_main(main: Callable[[], None]) -> None:
     """Run a script's ``main`` and turn predictable failures into one line on stderr.
 
-    Exit codes: 0 success, 1 training error, 2 configuration error, 3 unfinished student stub.
+    Exit codes: 0 success (an interrupted run that saved its work included), 1 training error, 2 bad
+    setting or input (configuration, data, model), 3 unfinished student stub, 130 interrupted during
+    start-up. SIGTERM is handled like Ctrl-C.
     """
+    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
     try:
         main()
+    except KeyboardInterrupt:
+        print("\ninterrupted during start-up: nothing was written.", file=sys.stderr)
+        sys.exit(130)
     except NotImplementedError as err:
         print(
             f"error: {err} Finish it (pytest -m graded shows what is missing), "
@@ -92,7 +120,7 @@ def run_main(main: Callable[[], None]) -> None:
             file=sys.stderr,
         )
         sys.exit(3)
-    except ConfigError as err:
+    except (ConfigError, DataError, ModelLoadError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except RLHFPracticeError as err:
@@ -130,32 +158,72 @@ class TrainingRun:
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Generation:
         """Sample one reply per prompt row with the config's sampling settings."""
         c = self.config
-        return self.policy.generate(
-            input_ids,
-            attention_mask,
-            self.tokenizer,
-            max_new_tokens=c.max_new_tokens,
-            temperature=c.temperature,
-            top_k=c.top_k,
-            top_p=c.top_p,
-            mixed_precision=c.mixed_precision,
-        )
+        try:
+            return self.policy.generate(
+                input_ids,
+                attention_mask,
+                self.tokenizer,
+                max_new_tokens=c.max_new_tokens,
+                temperature=c.temperature,
+                top_k=c.top_k,
+                top_p=c.top_p,
+                mixed_precision=c.mixed_precision,
+            )
+        except RuntimeError as err:
+            if "inf" not in str(err) and "nan" not in str(err):
+                raise
+            raise TrainingError(
+                "sampling met NaN/inf probabilities: the last update blew the policy's weights up; "
+                "lower learning_rate (or max_grad_norm)."
+            ) from err
 
     def score_replies(self, generation: Generation) -> tuple[list[str], torch.Tensor]:
         """The decoded replies (up to their first EOS) and their rewards, (N,) float32 on the device."""
         replies = generation.decode(self.tokenizer)
         return replies, self.reward_fn(replies).to(self.device)
 
+    def _save_policy(self, folder: Path) -> Path:
+        """Write the policy and tokenizer to ``folder``/policy atomically: a partial save never has that name."""
+        partial = Path(tempfile.mkdtemp(prefix=".policy-partial-", dir=folder))
+        try:
+            self.policy.save_pretrained(partial)
+            self.tokenizer.save_pretrained(partial)
+            os.replace(partial, folder / "policy")
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        return folder / "policy"
+
     def finish(self, outcome: str) -> None:
-        """Save the policy (unless training failed), write summary.json, close the logs."""
-        extra = {"peak_memory_mb": peak_memory_mb(self.device)}
-        if outcome != "failed":
-            policy_dir = self.logger.run_dir / "policy"
-            self.policy.save_pretrained(policy_dir)
-            self.tokenizer.save_pretrained(policy_dir)
-            extra["policy_dir"] = str(policy_dir)
-        self.logger.write_summary(outcome, **extra)
-        self.logger.close()
+        """Save the policy (unless training failed), write summary.json, close the logs.
+
+        A second Ctrl-C (or SIGTERM) while saving waits for the save. If the run folder cannot be
+        written any more, the policy and summary go to a new temporary folder instead, and the last
+        line says where.
+        """
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, lambda *_: print("\nsaving; please wait until it is done.", file=sys.stderr))
+        try:
+            extra = {"peak_memory_mb": peak_memory_mb(self.device)}
+            folder = self.logger.run_dir
+            try:
+                if outcome != "failed":
+                    extra["policy_dir"] = str(self._save_policy(folder))
+                self.logger.write_summary(outcome, folder, **extra)
+            except OSError as err:
+                folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
+                print(
+                    f"note: could not write to {self.logger.run_dir} ({err.strerror}); saving to {folder}",
+                    file=sys.stderr,
+                )
+                if outcome != "failed":
+                    extra["policy_dir"] = str(self._save_policy(folder))
+                self.logger.write_summary(outcome, folder, **extra)
+            with contextlib.suppress(OSError):  # a folder gone read-only cannot take the last flush either
+                self.logger.close()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         where = f"; policy saved to {extra['policy_dir']}" if "policy_dir" in extra else ""
         print(f"{outcome} after {self.logger.steps_done} steps: logs in {self.logger.run_dir}{where}", file=sys.stderr)
 
@@ -170,14 +238,19 @@ def start_run(config: TrainConfig) -> TrainingRun:
     impl = load_impl(config.impl)
     impl.check_implemented(config.algorithm)
     device = resolve_device(config.device)
-    name = config.run_name or f"{config.algorithm}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}"
+    name = (
+        config.run_name or f"{config.algorithm}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    )
     run_dir = Path(config.run_dir) / name
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
+    check_writable(Path(config.run_dir))
     work_offline_unless_hub_answers([config.model.model_name, config.data.dataset_name])
 
     seed_everything(config.seed, device)
     tokenizer = load_tokenizer(config.model.model_name)
+    if config.top_k > len(tokenizer):
+        raise ConfigError(f"top_k={config.top_k} exceeds the vocabulary ({len(tokenizer)} tokens); use 0 for no limit.")
     policy = PolicyValueModel.from_pretrained(config.model.model_name, device, config.model.value_head_init)
     longest = config.data.max_prompt_length + config.max_new_tokens
     if longest > policy.max_length:
@@ -186,7 +259,10 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
     loader = build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)
-    logger = RunLogger(run_dir, config)
+    try:
+        logger = RunLogger(run_dir, config)
+    except FileExistsError as err:  # a run started at the same moment took the name
+        raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
     print(
         f"{config.algorithm} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
         f"| device={device} | run folder {run_dir}",
@@ -210,6 +286,12 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
         print(f"\ninterrupted (Ctrl-C) at step {run.logger.steps_done + 1}", file=sys.stderr)
         run.finish("interrupted")
         return
+    except OSError as err:  # the run folder went away or read-only: keep what was trained
+        run.finish("stopped")
+        where = f"{err.strerror}: {err.filename}" if err.strerror else str(err)
+        raise TrainingError(
+            f"step {run.logger.steps_done + 1}: could not write the logs ({where}); the policy was saved (see above)."
+        ) from err
     except BaseException as err:
         if isinstance(err, TrainingError):
             err.args = (f"step {run.logger.steps_done + 1}: {err}",)

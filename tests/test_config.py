@@ -53,10 +53,25 @@ BAD_VALUES = [
     (PPOConfig, {"train_batch_size": 0}, "train_batch_size=0 must be a positive integer"),
     (PPOConfig, {"max_new_tokens": -1}, "max_new_tokens=-1 must be a positive integer"),
     (PPOConfig, {"num_steps": 0}, "num_steps=0 must be a positive integer"),
-    (PPOConfig, {"learning_rate": 0.0}, "learning_rate=0.0 must be > 0"),
-    (PPOConfig, {"temperature": 0.0}, "temperature=0.0 must be > 0"),
+    (PPOConfig, {"learning_rate": 0.0}, "learning_rate=0.0 must lie in (0, 1]"),
+    (PPOConfig, {"learning_rate": 1e30}, "learning_rate=1e+30 must lie in (0, 1]"),
+    (PPOConfig, {"learning_rate": float("inf")}, "learning_rate=inf must be a finite number"),
+    (PPOConfig, {"kl_coef": float("inf")}, "kl_coef=inf must be a finite number"),
+    (PPOConfig, {"max_grad_norm": float("inf")}, "max_grad_norm=inf must be a finite number"),
+    (PPOConfig, {"temperature": 1e-30}, "temperature=1e-30 must lie in [0.01, 100]"),
+    (PPOConfig, {"temperature": float("inf")}, "temperature=inf must be a finite number"),
+    (PPOConfig, {"top_k": 10**7}, "top_k=10000000 must lie in [0, vocabulary size]"),
+    (PPOConfig, {"seed": -1}, "seed=-1 must lie in [0, 4294967295]"),
+    (PPOConfig, {"seed": 10**23}, "seed=100000000000000000000000 must lie in [0, 4294967295]"),
+    (PPOConfig, {"run_name": "a/b/c"}, "run_name='a/b/c' must be one folder name"),
+    (PPOConfig, {"run_name": "../x"}, "run_name='../x' must be one folder name"),
+    (PPOConfig, {"run_name": "/abs"}, "run_name='/abs' must be one folder name"),
+    (PPOConfig, {"run_name": ".."}, "run_name='..' must be one folder name"),
+    (GRPOConfig, {"grpo_group_size": 100000}, "grpo_group_size=100000 means 1600000 replies per step"),
+    (PPOConfig, {"train_batch_size": 10000}, "train_batch_size=10000 means 10000 replies per step"),
+    (PPOConfig, {"temperature": 0.0}, "temperature=0.0 must lie in [0.01, 100]"),
     (PPOConfig, {"top_p": 1.5}, "top_p=1.5 must be in (0, 1]"),
-    (PPOConfig, {"top_k": -3}, "top_k=-3 must be >= 0"),
+    (PPOConfig, {"top_k": -3}, "top_k=-3 must lie in [0, vocabulary size]"),
     (PPOConfig, {"ppo_clip_range": 0.0}, "ppo_clip_range=0.0 must lie in (0, 1)"),
     (PPOConfig, {"ppo_clip_range": 1.5}, "ppo_clip_range=1.5 must lie in (0, 1)"),
     (PPOConfig, {"ppo_epochs": 0}, "ppo_epochs=0 must be a positive integer"),
@@ -70,7 +85,9 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("cls", "change", "message"), BAD_VALUES, ids=[next(iter(c)) for _, c, _ in BAD_VALUES])
+@pytest.mark.parametrize(
+    ("cls", "change", "message"), BAD_VALUES, ids=[f"{k}={v}" for _, c, _ in BAD_VALUES for k, v in c.items()]
+)
 def test_each_bad_value_has_its_message(cls, change, message) -> None:
     config = preset_config(cls, "tiny")
     for key, value in change.items():

@@ -54,8 +54,8 @@ def test_save_and_reload_through_from_pretrained(tmp_path: Path, policy, tokeniz
 def test_missing_model_folder_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="no such folder"):
         PolicyValueModel.from_pretrained(str(tmp_path / "missing"))
-    with pytest.raises(ModelLoadError, match="--preset tiny"):
-        load_tokenizer(str(tmp_path))  # exists, but holds no tokenizer
+    with pytest.raises(ModelLoadError, match="is a folder but not a saved model .no config.json.; give a folder"):
+        load_tokenizer(str(tmp_path))  # exists, but holds no model
 
 
 def test_response_mask_ends_at_first_eos() -> None:

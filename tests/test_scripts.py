@@ -218,5 +218,5 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
     )
     err = capsys.readouterr().err
     assert "did not answer within 3 s; working offline" in err
-    assert code == 1 and "Traceback" not in err and "--preset tiny" in err and "HF_ENDPOINT" in err
+    assert code == 2 and "Traceback" not in err and "--preset tiny" in err and "HF_ENDPOINT" in err
     assert "Retrying" not in err and not run.exists()
