@@ -57,6 +57,10 @@ def main() -> None:
                 **rollout_stats(rewards, advantages, generation.response_mask),
                 "value/mean": old.values.mean(),
                 "value/explained_variance": explained_variance(old.values, rewards),  # how much of R does V(s) see?
+                # Before any update new = old, so ratio = 1 and the clip loss is -mean(A): 0 once A is normalized.
+                "loss/policy_before_update": ppo.ppo_clip_loss(
+                    old.logprobs, old.logprobs, advantages, config.ppo_clip_range
+                ),
             }
             run.logger.log(step, metrics, prompts, replies, rewards)
 

@@ -7,7 +7,8 @@
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
 shows ``reward/mean``, ``loss/policy``, ``kl/approx`` (PPO only) and ``response/length`` against the
 step, lightly smoothed (``--smooth``). The table lists, per run: the algorithm, steps, final reward
-(the mean of ``reward/mean`` over the last 10 % of steps), wall time and the final ``kl/approx``.
+(the mean of ``reward/mean`` over the last 10 % of steps), the step and the second at which
+``reward/mean`` first reached ``--threshold`` (0.8), wall time and the final ``kl/approx``.
 """
 
 from __future__ import annotations
@@ -46,17 +47,20 @@ def smooth(values: list[float], weight: float) -> list[float]:
     return out
 
 
-def markdown_table(runs: list[Run]) -> str:
+def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
     lines = [
-        "| run | algorithm | steps | final reward | wall time (s) | final kl/approx |",
-        "|---|---|---:|---:|---:|---:|",
+        f"| run | algorithm | steps | final reward | steps to {threshold:g} | seconds to {threshold:g} "
+        "| wall time (s) | final kl/approx |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         kl = run.metrics.get("kl/approx")
         kl_text = f"{kl[-1]:.4f}" if kl else "n/a"
+        reached = run.first_reaching(threshold)
+        step_text, seconds_text = (str(reached[0]), f"{reached[1]:.1f}") if reached else ("never", "never")
         lines.append(
-            f"| {run.name} | {run.algorithm} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
-            f"| {run.wall_seconds():.1f} | {kl_text} |"
+            f"| {run.name} | {run.algorithm} | {len(run.steps)} | {run.final('reward/mean'):.3f} | {step_text} "
+            f"| {seconds_text} | {run.wall_seconds():.1f} | {kl_text} |"
         )
     return "\n".join(lines)
 
@@ -93,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders, or folders that contain run folders")
     parser.add_argument("--out", type=Path, default=Path("compare.png"), help="where to save the figure")
     parser.add_argument("--smooth", type=float, default=0.6, help="EMA weight in [0, 1); 0 plots the raw values")
+    parser.add_argument("--threshold", type=float, default=0.8, help="reward level for the 'steps/seconds to' columns")
     args = parser.parse_args(argv)
     if not 0 <= args.smooth < 1:
         parser.error(f"--smooth {args.smooth} must lie in [0, 1)")
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     if not folders:
         parser.error(f"no run folder (one with metrics.csv) in: {', '.join(map(str, args.runs))}")
     runs = [load_run(folder) for folder in folders]
-    print(markdown_table(runs))
+    print(markdown_table(runs, args.threshold))
     plot(runs, args.out, args.smooth)
     print(f"\nfigure saved to {args.out}", file=sys.stderr)
 

@@ -32,6 +32,20 @@ from tqdm.auto import tqdm
 from rlhf_practice.errors import TrainingError
 
 TIME_TAGS = ("time/step_s", "time/elapsed_s")
+# TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
+LAYOUT = {
+    "1 reward": ["reward/mean", "reward/std", "reward/group_std"],
+    "2 KL": ["kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
+    "3 losses": ["loss/policy", "loss/policy_before_update", "loss/value", "loss/total_no_kl", "loss/total_with_kl"],
+    "4 the rest": [
+        "adv/mean",
+        "adv/std",
+        "value/mean",
+        "value/explained_variance",
+        "policy/entropy",
+        "response/length",
+    ],
+}
 # What the progress bar shows, per algorithm: {label: tag}.
 BAR = {
     "ppo": {
@@ -109,6 +123,8 @@ class RunLogger:
         record = {"algorithm": self.algorithm, **dataclasses.asdict(config)}
         (self.run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
         self.writer = SummaryWriter(log_dir=str(self.run_dir))
+        layout = {group: {tag: ["Multiline", [f"^{tag}$"]] for tag in tags} for group, tags in LAYOUT.items()}
+        self.writer.add_custom_scalars(layout)
         self._files = {name: open(self.run_dir / name, "w", newline="") for name in ("metrics.csv", "timing.csv")}
         self._csv: dict[str, csv.DictWriter] = {}
         self._samples = open(self.run_dir / "samples.jsonl", "w", encoding="utf-8")
@@ -210,6 +226,14 @@ class Run:
     def final(self, tag: str) -> float:
         """:func:`final_mean` of ``tag``."""
         return final_mean(self.metrics.get(tag, []))
+
+    def first_reaching(self, threshold: float, tag: str = "reward/mean") -> tuple[int, float] | None:
+        """(step, seconds since the start) when ``tag`` first reached ``threshold``; None if it never did."""
+        values, elapsed = self.metrics.get(tag, []), self.metrics.get("time/elapsed_s", [])
+        i = next((i for i, v in enumerate(values) if v >= threshold), None)
+        if i is None:
+            return None
+        return self.steps[i], elapsed[i] if i < len(elapsed) else math.nan
 
     def wall_seconds(self) -> float:
         if "wall_s" in self.summary:

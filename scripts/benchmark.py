@@ -1,6 +1,6 @@
 """Benchmark both training scripts end to end and print the figures as JSON.
 
-    python scripts/benchmark.py                           # tiny preset, answer key, both algorithms
+    python scripts/benchmark.py                           # tiny preset, your rl/ functions, both algorithms
     python scripts/benchmark.py --preset gpt2 --algorithms ppo
     python scripts/benchmark.py --extra --num_steps 20    # extra flags go to both scripts
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,7 +51,7 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
     tokens = sum(length * rows_per_step for length in m["response/length"])
     rewards = m["reward/mean"]
     first, last = final_mean(rewards[::-1]), final_mean(rewards)  # first and last 10 % of steps
-    reached = next((i for i, r in enumerate(rewards) if r >= target), None)
+    reached = run.first_reaching(target)
     return {
         "device": "cuda" if "device=cuda" in proc.stderr else "cpu",
         "steps": len(run.steps),
@@ -63,8 +64,8 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         "reward_first_10pct": round(first, 3),
         "reward_last_10pct": round(last, 3),
         "reward_gain": round(last - first, 3),
-        f"steps_to_reward_{target}": None if reached is None else reached + 1,
-        f"seconds_to_reward_{target}": None if reached is None else round(m["time/elapsed_s"][reached], 1),
+        f"steps_to_reward_{target}": None if reached is None else reached[0],
+        f"seconds_to_reward_{target}": None if reached is None else round(reached[1], 1),
         "peak_memory_mb": run.summary["peak_memory_mb"],
         "final_kl_approx": m["kl/approx"][-1] if "kl/approx" in m else None,
         "value_explained_variance_median": _median(m.get("value/explained_variance", [])),
@@ -75,7 +76,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=["ppo", "grpo"], choices=["ppo", "grpo"])
     parser.add_argument("--preset", default="tiny", choices=["auto", "tiny", "gpt2"])
-    parser.add_argument("--impl", default="answer")
+    parser.add_argument(
+        "--impl",
+        default=os.environ.get("RLHF_IMPL", "student"),
+        help='whose rl/ functions the scripts run, as their --impl: "student" (default, as the scripts), "answer", a folder',
+    )
     parser.add_argument("--target", type=float, default=0.8, help="reward level for steps/seconds_to_reward")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to both scripts")
     args = parser.parse_args()

@@ -16,6 +16,8 @@ def _fake_run(folder: Path, algorithm: str, rewards: list[float], kl: bool) -> P
     header = "step,reward/mean,loss/policy,response/length" + (",kl/approx" if kl else "")
     rows = [f"{i + 1},{r},{-r / 10},12" + (f",{0.01 * (i + 1)}" if kl else "") for i, r in enumerate(rewards)]
     (folder / "metrics.csv").write_text("\n".join([header, *rows]) + "\n")
+    timing = [f"{i + 1},2.0,{2.0 * (i + 1)}" for i in range(len(rewards))]
+    (folder / "timing.csv").write_text("\n".join(["step,time/step_s,time/elapsed_s", *timing]) + "\n")
     (folder / "summary.json").write_text(json.dumps({"algorithm": algorithm, "wall_s": 12.5}))
     (folder / "config.json").write_text("{}")
     return folder
@@ -27,9 +29,13 @@ def test_table_and_figure(tmp_path: Path, capsys) -> None:
     out = tmp_path / "fig.png"
     main([str(tmp_path / "runs"), "--out", str(out), "--smooth", "0"])
     table = capsys.readouterr().out.splitlines()
-    assert table[0] == "| run | algorithm | steps | final reward | wall time (s) | final kl/approx |"
-    assert "| grpo-b | grpo | 3 | 0.300 | 12.5 | n/a |" in table
-    assert "| ppo-a | ppo | 20 | 0.700 | 12.5 | 0.2000 |" in table
+    assert table[0] == (
+        "| run | algorithm | steps | final reward | steps to 0.8 | seconds to 0.8 | wall time (s) | final kl/approx |"
+    )
+    assert "| grpo-b | grpo | 3 | 0.300 | never | never | 12.5 | n/a |" in table
+    assert "| ppo-a | ppo | 20 | 0.700 | 20 | 40.0 | 12.5 | 0.2000 |" in table
+    main([str(tmp_path / "runs"), "--out", str(out), "--threshold", "0.25"])
+    assert "| grpo-b | grpo | 3 | 0.300 | 3 | 6.0 | 12.5 | n/a |" in capsys.readouterr().out
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -58,10 +58,15 @@ def _help(target: str) -> str:
     sys.argv = [target, "--help"]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
-            if target.endswith(".py"):
-                runpy.run_path(str(ROOT / target), run_name="__main__")
-            else:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            module = ROOT / target.replace(".", "/")  # a module file, or a package with __main__.py
+            path = (
+                ROOT / target
+                if target.endswith(".py")
+                else module.with_suffix(".py")
+                if module.with_suffix(".py").is_file()
+                else module
+            )
+            runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = old_argv
     return out.getvalue() + err.getvalue()
@@ -203,6 +208,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--impl",
                     "--timeout",
                     "--memory_mb",
+                    "--threshold",
                     "--run_name",
                 )
             ):

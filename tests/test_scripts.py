@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -40,6 +41,12 @@ def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> 
     return code, "", run_dir / name
 
 
+def _readme_tags() -> set[str]:
+    """The tags README.md's tag table explains (first column of its rows)."""
+    rows = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+    return {tag for row in rows for tag in re.findall(r"`([a-z_]+/[a-z_0-9]+)`", row.split("|")[1])}
+
+
 def _metrics(run: Path) -> list[dict[str, str]]:
     with open(run / "metrics.csv", newline="") as f:
         return list(csv.DictReader(f))
@@ -60,8 +67,14 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     assert [e.step for e in events.Scalars("reward/mean")] == [1, 2]
     assert any(tag.startswith("samples") for tag in events.Tags()["tensors"])
 
+    assert "custom_scalars__config__" in events.Tags()["tensors"], "the reward-first layout is missing"
+
     rows = _metrics(run)
     assert [r["step"] for r in rows] == ["1", "2"]
+    with open(run / "timing.csv", newline="") as f:
+        columns = set(rows[0]) | set(next(csv.reader(f)))
+    undocumented = sorted(columns - {"step"} - _readme_tags())
+    assert not undocumented, f"README.md's tag table does not explain {undocumented}"
     assert (required - {"time/step_s"}) <= set(rows[0]), "metrics.csv lacks columns"
     nan_ok = {"value/explained_variance"}  # NaN on a step whose rewards were all equal, as in CleanRL
     assert all(float(v) == float(v) for r in rows for k, v in r.items() if k not in nan_ok), "NaN in metrics.csv"

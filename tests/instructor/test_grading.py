@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from rlhf_practice.course import ROOT
+from rlhf_practice.course.release import student_files
 from rlhf_practice.grading import FUNCTIONS, main
 
-STUBS = {name: (ROOT / "rlhf_practice/rl" / name).read_text() for name in ("ppo.py", "grpo.py")}
+STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
 KEY = {name: (ROOT / "answer" / name.replace(".py", "_answer.py")).read_text() for name in ("ppo.py", "grpo.py")}
 
 # Each cheat replaces ppo.py (grpo.py stays a stub), so an honest score would be 0 as well.
