@@ -205,20 +205,21 @@ class TrainingRun:
             signal.signal(sig, lambda *_: print("\nsaving; please wait until it is done.", file=sys.stderr))
         try:
             extra = {"peak_memory_mb": peak_memory_mb(self.device)}
-            folder = self.logger.run_dir
-            try:
+
+            def save_to(folder: Path) -> None:
                 if outcome != "failed":
                     extra["policy_dir"] = str(self._save_policy(folder))
                 self.logger.write_summary(outcome, folder, **extra)
+
+            try:
+                save_to(self.logger.run_dir)
             except OSError as err:
-                folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
+                fallback = Path(tempfile.mkdtemp(prefix=f"{self.logger.run_dir.name}-"))
                 print(
-                    f"note: could not write to {self.logger.run_dir} ({err.strerror}); saving to {folder}",
+                    f"note: could not write to {self.logger.run_dir} ({err.strerror}); saving to {fallback}",
                     file=sys.stderr,
                 )
-                if outcome != "failed":
-                    extra["policy_dir"] = str(self._save_policy(folder))
-                self.logger.write_summary(outcome, folder, **extra)
+                save_to(fallback)
             with contextlib.suppress(OSError):  # a folder gone read-only cannot take the last flush either
                 self.logger.close()
         finally:
