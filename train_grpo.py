@@ -2,18 +2,20 @@
 
     python train_grpo.py                     # tiny preset on a CPU, GPT-2 + IMDB on a GPU
     python train_grpo.py --impl answer       # run the answer key instead of rlhf_practice/rl/
+    python train_grpo.py --level token       # GRPO-clip (task 9): ratio clipping, KL to a reference
     python train_grpo.py --help              # every setting, with its default
 
 One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
--> reward -> group advantages (each reply vs. its own group) -> grpo_step -> log.
+-> reward -> group advantages (each reply vs. its own group) -> update -> log.
 No value head is used: the group's mean reward is the baseline.
 """
 
 import torch
 
 from rlhf_practice.config import GRPOConfig, parse_config
-from rlhf_practice.tracking import rollout_stats
-from rlhf_practice.training import run_main, training_run
+from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.tracking import mean_metrics, rollout_stats
+from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
 def main() -> None:
@@ -22,6 +24,7 @@ def main() -> None:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
+        reference = policy.frozen_copy() if config.level == "token" else None  # pi_ref, never updated
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
         for step in run.logger.steps():
             # 1. Sample B prompts and repeat each K times: rows i*K .. i*K+K-1 share prompt i.
@@ -38,12 +41,39 @@ def main() -> None:
             #    (your compute_group_advantages).
             advantages = grpo.compute_group_advantages(rewards, group_size, normalize=config.normalize_advantages)
 
-            # 4. One update with the GRPO loss (your grpo_loss inside grpo_step).
-            stats = grpo.grpo_step(policy, optimizer, generation, advantages=advantages, config=config)
+            # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
+            #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
+            if reference is None:
+                stats = grpo.grpo_step(policy, optimizer, generation, advantages=advantages, config=config)
+            else:
+                stats = token_level_update(run, optimizer, reference, generation, advantages, config)
 
             # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
             metrics = {**stats, **rollout_stats(rewards, advantages, generation.response_mask, group_size)}
             run.logger.log(step, metrics, prompts, replies, rewards)
+
+
+def token_level_update(
+    run: TrainingRun,
+    optimizer: torch.optim.Optimizer,
+    reference: PolicyValueModel,
+    generation: Generation,
+    advantages: torch.Tensor,
+    config: GRPOConfig,
+) -> dict[str, torch.Tensor]:
+    """--level token: mu = grpo_iterations GRPO-clip updates on one batch of replies."""
+    tok = run.impl.token_level
+    mask = generation.response_mask  # (N, T)
+    with torch.no_grad():  # per-token log-probs of the sampling ("old") policy and of the reference
+        old_logprobs = run.policy.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
+        ref_logprobs = reference.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
+    stats = [
+        tok.grpo_clip_step(run.policy, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
+        for _ in range(config.grpo_iterations)
+    ]
+    # KL(pi || pi_ref) per reply: k3 summed over its tokens, at sampling time. Logged even when beta = 0.
+    kl_ref = tok.per_token_kl(old_logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
+    return {**mean_metrics(stats), "kl/ref": kl_ref}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
     function      the graded function ("compute_advantages", ...), section its TASKS.md section
     what          how a failure message names the call
     args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally
-    expected      the expected result (a tensor)
+    expected      the expected result: a tensor, or a list of tensors when the function returns a
+                  tuple; then ``outputs`` names them ("advantages", "returns")
     mistakes      {description of a common mistake: what that mistake returns}, for diagnoses
     hint          a sentence added to a plain mismatch
     grad_of       names of the inputs that require grad; backward() runs on sum(result * grad_weights)
@@ -40,9 +41,12 @@ def load_cases(path: Path = CASES_FILE, function: str | None = None) -> list[dic
 
 
 def _plain(value: object) -> object:
-    """A tensor result as a plain ``torch.Tensor`` on the CPU; anything else as its type name."""
+    """A tensor result as a plain ``torch.Tensor`` on the CPU, a tuple of tensors as a list of them;
+    anything else as its type name."""
     if type(value) is torch.Tensor:
         return value.detach().cpu().clone()
+    if type(value) in (tuple, list) and value and all(type(v) is torch.Tensor for v in value):
+        return [_plain(v) for v in value]
     return type(value).__name__
 
 
@@ -60,10 +64,12 @@ def run_case(fn: Callable, case: dict) -> dict:
     try:
         out = fn(*args.values(), **case["kwargs"])
         result["output"] = _plain(out)
-        result["requires_grad"] = type(out) is torch.Tensor and out.requires_grad
-        if case["grad_of"] and result["requires_grad"]:
+        parts = [out] if type(out) is torch.Tensor else list(out) if isinstance(result["output"], list) else []
+        parts = [part for part in parts if part.requires_grad]
+        result["requires_grad"] = bool(parts)
+        if case["grad_of"] and parts:
             weights = case.get("grad_weights")
-            (out * weights if weights is not None else out).sum().backward()
+            sum((part * weights if weights is not None else part).sum() for part in parts).backward()
         result["grads"] = {
             name: _plain(args[name].grad) if args[name].grad is not None else None for name in case["grad_of"]
         }
@@ -115,6 +121,22 @@ def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict, h
     return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}. {hint}".rstrip()
 
 
+def _compare_output(case: dict, actual: object) -> str | None:
+    """:func:`compare` for one result, or for each part of a tuple result (``case["outputs"]``)."""
+    names = case.get("outputs")
+    if not names:
+        return compare(actual, case["expected"], case["what"], case["mistakes"], case["hint"])
+    if not isinstance(actual, list) or len(actual) != len(names):
+        got = f"{len(actual)} tensors" if isinstance(actual, list) else actual
+        return f"{case['what']}: returned {got}, expected a tuple of {len(names)} tensors ({', '.join(names)})."
+    for i, name in enumerate(names):
+        mistakes = {k: v[i] for k, v in case["mistakes"].items()}
+        message = compare(actual[i], case["expected"][i], f"{case['what']}, {name}", mistakes, case["hint"])
+        if message:
+            return message
+    return None
+
+
 def check_case(case: dict, result: dict) -> str | None:
     """None if ``result`` (from :func:`run_case`) is right for ``case``; else the one-line diagnosis."""
     reread = f"Reread TASKS.md {case['section']}."
@@ -123,7 +145,7 @@ def check_case(case: dict, result: dict) -> str | None:
         return f"{name} is not implemented yet (it raises NotImplementedError). See TASKS.md {case['section']}."
     if result["error"]:
         return f"{name} raised {result['error']}. {reread}"
-    message = compare(result["output"], case["expected"], case["what"], case["mistakes"], case["hint"])
+    message = _compare_output(case, result["output"])
     for arg, grad in case["grads"].items():
         if message:
             break

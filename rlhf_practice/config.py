@@ -69,8 +69,10 @@ class TrainConfig:
 
     preset: str = "auto"
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
+    level: str = "sequence"
+    """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
     impl: str = field(default_factory=lambda: os.environ.get("RLHF_IMPL", "student"))
-    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key), or a folder with ppo.py and grpo.py."""
+    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key), or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -172,6 +174,9 @@ class TrainConfig:
             'is not a device; use "auto", "cpu", "cuda" or "cuda:N"',
         )
         _require(self.impl.strip() != "", "impl", self.impl, 'is empty; use "student", "answer" or a folder')
+        _require(self.level in ("sequence", "token"), "level", self.level, 'is unknown; use "sequence" or "token"')
+        beta = getattr(self, "beta", 0.0)
+        _require(beta >= 0, "beta", beta, "must be >= 0 (0 = no KL penalty to the reference)")
         _require(
             self.model.value_head_init in ("zero", "random"),
             "model.value_head_init",
@@ -195,7 +200,21 @@ class PPOConfig(TrainConfig):
     value_loss_coef: float = 0.25
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
     kl_coef: float = 0.05
-    """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty)."""
+    """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty). Sequence level only."""
+    beta: float = 0.05
+    """Token level: beta in the per-token reward r_t = -beta * KL_t (+ the score on the last token); KL to the frozen reference."""
+    kl_estimator: str = "k1"
+    """Token level: KL_t in the reward, "k1" (log pi - log pi_ref) or "k3" ((r - 1) - log r, r = pi_ref / pi)."""
+    kl_target: float = 0.0
+    """Token level: adapt beta toward this KL to the reference per reply (halve / double it; PPO paper, section 4); 0 = beta stays fixed."""
+    gamma: float = 1.0
+    """Token level: discount factor of GAE."""
+    gae_lambda: float = 0.95
+    """Token level: lambda of GAE (1 = Monte Carlo returns, 0 = one-step TD)."""
+    clip_range_value: float = 0.2
+    """Token level: how far a value may move from its old value before its error stops counting (value clipping)."""
+    entropy_coef: float = 0.0
+    """Token level: weight of the entropy bonus, loss/total = policy + value_loss_coef * value - entropy_coef * entropy."""
 
     def validate(self) -> None:
         super().validate()
@@ -217,6 +236,12 @@ class PPOConfig(TrainConfig):
         )
         _require(self.value_loss_coef >= 0, "value_loss_coef", self.value_loss_coef, "must be >= 0")
         _require(self.kl_coef >= 0, "kl_coef", self.kl_coef, "must be >= 0 (0 turns the KL penalty off)")
+        _require(self.kl_estimator in ("k1", "k3"), "kl_estimator", self.kl_estimator, 'is unknown; use "k1" or "k3"')
+        _require(self.kl_target >= 0, "kl_target", self.kl_target, "must be >= 0 (0 keeps beta fixed)")
+        _require(0 <= self.gamma <= 1, "gamma", self.gamma, "must lie in [0, 1]")
+        _require(0 <= self.gae_lambda <= 1, "gae_lambda", self.gae_lambda, "must lie in [0, 1]")
+        _require(self.clip_range_value > 0, "clip_range_value", self.clip_range_value, "must be > 0 (0.2 is usual)")
+        _require(self.entropy_coef >= 0, "entropy_coef", self.entropy_coef, "must be >= 0")
 
 
 @dataclass
@@ -227,6 +252,16 @@ class GRPOConfig(TrainConfig):
 
     grpo_group_size: int = 4
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
+    beta: float = 0.04
+    """Token level: weight of the k3 KL to the frozen reference in the GRPO-clip loss (0 = none; it is still logged)."""
+    grpo_clip_range: float = 0.2
+    """Token level: epsilon of the ratio clip against the policy that sampled the replies; must lie in (0, 1)."""
+    grpo_iterations: int = 2
+    """Token level: mu, updates on each batch of replies (the ratio moves away from 1 from the second one on)."""
+    grpo_num_minibatches: int = 1
+    """Token level: split the B * K replies into this many minibatches per iteration."""
+    loss_type: str = "grpo"
+    """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens) or "dr_grpo" (sum / (N * max_new_tokens))."""
 
     def validate(self) -> None:
         super().validate()
@@ -235,6 +270,21 @@ class GRPOConfig(TrainConfig):
             "grpo_group_size",
             self.grpo_group_size,
             "must be >= 2: a group of one reply has nothing to compare with",
+        )
+        _require(0 < self.grpo_clip_range < 1, "grpo_clip_range", self.grpo_clip_range, "must lie in (0, 1)")
+        _require(self.grpo_iterations > 0, "grpo_iterations", self.grpo_iterations, "must be a positive integer")
+        _require(
+            self.grpo_num_minibatches > 0
+            and self.train_batch_size * self.grpo_group_size % self.grpo_num_minibatches == 0,
+            "grpo_num_minibatches",
+            self.grpo_num_minibatches,
+            f"must be positive and divide the {self.train_batch_size * self.grpo_group_size} replies per step",
+        )
+        _require(
+            self.loss_type in ("grpo", "dapo", "dr_grpo"),
+            "loss_type",
+            self.loss_type,
+            'is unknown; use "grpo", "dapo" or "dr_grpo"',
         )
 
 

@@ -39,11 +39,11 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import ROOT, TASKS
+from rlhf_practice.course import MODULES, ROOT, TASKS
 
 FUNCTIONS = [task.function for task in TASKS]
 MODULE_OF = {task.function: task.module for task in TASKS}
-SUBMISSION_FILES = ("ppo.py", "grpo.py")
+SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)
 # What a child must not see or change: hidden from it when the system has `unshare`.
 HIDDEN_FROM_CHILD = (
     "answer",
@@ -197,7 +197,10 @@ def _valid(result: object) -> bool:
     """A result as run_case writes it, made of plain tensors only (nothing a child could rig)."""
     if not isinstance(result, dict) or set(result) != {"error", "output", "requires_grad", "grads", "modified"}:
         return False
-    tensors = [result["output"], *result["grads"].values()] if isinstance(result["grads"], dict) else [None]
+    if not isinstance(result["grads"], dict):
+        return False
+    output = result["output"]  # a tuple result comes back as a list of tensors
+    tensors = [*(output if type(output) is list else [output]), *result["grads"].values()]
     plain = all(t is None or isinstance(t, str) or type(t) is torch.Tensor for t in tensors)
     return plain and isinstance(result["modified"], list) and isinstance(result["requires_grad"], bool)
 
@@ -222,7 +225,8 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
     # A case whose right answer is all zeros counts only for a function that also gets a non-zero
     # answer right: returning zeros is not an implementation.
     passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
-    nonzero = {c["function"] for c in passed if bool(c["expected"].abs().sum() > 0)}
+    expected = lambda c: c["expected"] if type(c["expected"]) is list else [c["expected"]]  # noqa: E731
+    nonzero = {c["function"] for c in passed if any(bool(e.abs().sum() > 0) for e in expected(c))}
     for case in passed:
         result.passed[case["function"]] += case["function"] in nonzero
     return result
@@ -264,7 +268,12 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("submissions", nargs="+", type=Path, help="folders that each hold ppo.py and grpo.py")
+    parser.add_argument(
+        "submissions",
+        nargs="+",
+        type=Path,
+        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py)",
+    )
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")

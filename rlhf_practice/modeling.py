@@ -9,6 +9,7 @@ One PPO/GRPO step uses the model twice:
    prompt + reply and a ``response_mask`` that covers each reply up to and including its first EOS;
 2. :meth:`PolicyValueModel.evaluate_sequences` scores those sequences (with gradient when needed):
    the summed log-probability of each reply, the value V(s) of each prompt, and the entropy.
+   :meth:`PolicyValueModel.evaluate_tokens` gives the same per reply token (the token-level track).
 """
 
 from __future__ import annotations
@@ -119,6 +120,20 @@ class SequenceScores:
     logprobs: (B,) sum over reply tokens of log pi(token | prefix); prompt and padding excluded
     values:   (B,) value head read at the last prompt token, V(s) of the prompt
     entropy:  ()   mean per-token entropy of the policy over reply tokens
+    """
+
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    entropy: torch.Tensor
+
+
+@dataclass
+class TokenScores:
+    """What :meth:`PolicyValueModel.evaluate_tokens` returns: one column per reply token (B, T).
+
+    logprobs: (B, T) log pi(token_t | prompt, tokens before t)
+    values:   (B, T) value head read at the state before token t, V(s_t)
+    entropy:  (B, T) entropy of the policy's next-token distribution at that state
     """
 
     logprobs: torch.Tensor
@@ -269,6 +284,29 @@ class PolicyValueModel(nn.Module):
         that the ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
         this under ``torch.no_grad()``.
         """
+        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
+        token_logprobs, token_entropy = self._next_token_scores(states, generation)  # (B, T) each
+        mask = generation.response_mask.to(token_logprobs.dtype)
+        return SequenceScores(
+            logprobs=(token_logprobs * mask).sum(dim=1),  # (B,)
+            values=self._values(states[:, 0]),  # (B,): V read at the last prompt token
+            entropy=(token_entropy * mask).sum() / mask.sum().clamp(min=1),
+        )
+
+    def evaluate_tokens(self, generation: Generation, mixed_precision: bool = True) -> TokenScores:
+        """Per-token scores of the replies of ``generation``; see :class:`TokenScores`.
+
+        Column t of each (B, T) result belongs to reply token t: its log-prob under the policy, the
+        value V(s_t) of the state before it (prompt + reply tokens 0..t-1), and the policy's entropy
+        there. Padding columns (response_mask 0) hold numbers too; mask them. Same precision and
+        temperature rules as :meth:`evaluate_sequences`, which sums these.
+        """
+        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
+        token_logprobs, token_entropy = self._next_token_scores(states, generation)
+        return TokenScores(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
+
+    def _reply_states(self, generation: Generation, mixed_precision: bool) -> torch.Tensor:
+        """(B, T, H) float32: the last hidden state before each reply token (positions P-1 .. L-2)."""
         with self.autocast(mixed_precision):
             hidden = self.lm.base_model(
                 input_ids=generation.sequences,
@@ -276,18 +314,17 @@ class PolicyValueModel(nn.Module):
                 position_ids=position_ids_from_mask(generation.attention_mask),
                 use_cache=False,
             ).last_hidden_state  # (B, L, H)
-        prompt_length = generation.prompt_length
-        reply_hidden = hidden[:, prompt_length - 1 : -1].float()  # (B, T, H)
+        return hidden[:, generation.prompt_length - 1 : -1].float()
+
+    def _next_token_scores(self, states: torch.Tensor, generation: Generation) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-prob of each reply token and the entropy there, both (B, T), from float32 logits / temperature."""
         with torch.autocast(self.device.type, enabled=False):
-            logits = self.lm.get_output_embeddings()(reply_hidden) / generation.temperature  # (B, T, V), float32
+            logits = self.lm.get_output_embeddings()(states) / generation.temperature  # (B, T, V)
         log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
         token_logprobs = log_probs.gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
-        mask = generation.response_mask.to(token_logprobs.dtype)
-        logprobs = (token_logprobs * mask).sum(dim=1)  # (B,)
+        return token_logprobs, -(log_probs.exp() * log_probs).sum(dim=-1)
 
-        token_entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B, T)
-        entropy = (token_entropy * mask).sum() / mask.sum().clamp(min=1)
-
-        last_prompt_hidden = hidden[:, prompt_length - 1]  # (B, H)
-        values = self.value_head(last_prompt_hidden.to(self.value_head.weight.dtype)).squeeze(-1).float()  # (B,)
-        return SequenceScores(logprobs=logprobs, values=values, entropy=entropy)
+    def _values(self, states: torch.Tensor) -> torch.Tensor:
+        """The value head on states (..., H) -> (...), float32."""
+        with torch.autocast(self.device.type, enabled=False):
+            return self.value_head(states.to(self.value_head.weight.dtype)).squeeze(-1).float()

@@ -35,8 +35,16 @@ TIME_TAGS = ("time/step_s", "time/elapsed_s")
 # TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
 LAYOUT = {
     "1 reward": ["reward/mean", "reward/std", "reward/group_std"],
-    "2 KL": ["kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
-    "3 losses": ["loss/policy", "loss/policy_before_update", "loss/value", "loss/total_no_kl", "loss/total_with_kl"],
+    "2 KL": ["kl/ref", "kl/beta", "kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
+    "3 losses": [
+        "loss/policy",
+        "loss/policy_before_update",
+        "loss/value",
+        "loss/value_clipped_frac",
+        "loss/total",
+        "loss/total_no_kl",
+        "loss/total_with_kl",
+    ],
     "4 the rest": [
         "adv/mean",
         "adv/std",
@@ -46,15 +54,16 @@ LAYOUT = {
         "response/length",
     ],
 }
-# What the progress bar shows, per algorithm: {label: tag}.
+# What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out.
 BAR = {
     "ppo": {
         "reward": "reward/mean",
         "policy_loss": "loss/policy",
         "value_loss": "loss/value",
         "approx_kl": "kl/approx",
+        "kl_ref": "kl/ref",
     },
-    "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean"},
+    "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean", "kl_ref": "kl/ref"},
 }
 
 
@@ -154,7 +163,8 @@ class RunLogger:
             self.writer.add_scalar(tag, value, step)
         self._write_row("metrics.csv", step, {k: v for k, v in scalars.items() if k not in TIME_TAGS})
         self._write_row("timing.csv", step, {k: v for k, v in scalars.items() if k in TIME_TAGS})
-        self._bar.set_postfix({k: f"{scalars[tag]:+.3f}" for k, tag in BAR[self.algorithm].items()}, refresh=False)
+        bar = {k: f"{scalars[tag]:+.3f}" for k, tag in BAR[self.algorithm].items() if tag in scalars}
+        self._bar.set_postfix(bar, refresh=False)
         if step % self.config.sample_every == 0 or step == 1:
             n = self.config.num_logged_samples
             self._log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())

@@ -238,9 +238,12 @@ def start_run(config: TrainConfig) -> TrainingRun:
     config.validate()
     impl = load_impl(config.impl)
     impl.check_implemented(config.algorithm)
+    if config.level == "token":
+        impl.check_implemented("token_level")
     device = resolve_device(config.device)
     name = (
-        config.run_name or f"{config.algorithm}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        config.run_name
+        or f"{config.algorithm}{'-token' * (config.level == 'token')}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     )
     run_dir = Path(config.run_dir) / name
     if run_dir.exists():
@@ -265,7 +268,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     except FileExistsError as err:  # a run started at the same moment took the name
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
     print(
-        f"{config.algorithm} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
+        f"{config.algorithm} | level={config.level} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )

@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--impl", default="student", help='"student", "answer" or a folder with ppo.py and grpo.py')
+    parser.add_argument(
+        "--impl", default="student", help='"student", "answer" or a folder with ppo.py and grpo.py (and token_level.py)'
+    )
     parser.add_argument("--batch_size", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -3,12 +3,15 @@
     python scripts/benchmark.py                           # tiny preset, your rl/ functions, both algorithms
     python scripts/benchmark.py --preset gpt2 --algorithms ppo
     python scripts/benchmark.py --extra --num_steps 20    # extra flags go to both scripts
+    python scripts/benchmark.py --level token --seeds 0 1 2 --impl answer   # token level, three seeds
 
 Each script runs as its own process, exactly as a user starts it, so the wall time includes
 start-up (imports, loading the model and data). Per algorithm it reports: wall time, steps per
 second, generated tokens per second, the reward gain (mean of the first 10 % of steps vs the last
 10 %), seconds and steps until the batch mean reward first reaches --target, and peak memory (GPU
-memory allocated by torch on CUDA, resident memory on a CPU). Nothing here is a test: it prints.
+memory allocated by torch on CUDA, resident memory on a CPU), and at the token level the final KL
+to the reference (``kl/ref``, mean of the last 10 % of steps). With several ``--seeds``, each seed's
+figures and their median. Nothing here is a test: it prints.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list[str]) -> dict:
+    """One run of train_<algorithm>.py (``extra`` flags appended); its figures."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, f"train_{algorithm}.py", "--preset", preset, "--impl", impl]
         command += ["--run_dir", tmp, "--run_name", "bench", *extra]
@@ -69,6 +73,7 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         "peak_memory_mb": run.summary["peak_memory_mb"],
         "final_kl_approx": m["kl/approx"][-1] if "kl/approx" in m else None,
         "value_explained_variance_median": _median(m.get("value/explained_variance", [])),
+        "final_kl_ref": round(run.final("kl/ref"), 3) if "kl/ref" in m else None,
     }
 
 
@@ -82,13 +87,24 @@ def main() -> None:
         help='whose rl/ functions the scripts run, as their --impl: "student" (default, as the scripts), "answer", a folder',
     )
     parser.add_argument("--target", type=float, default=0.8, help="reward level for steps/seconds_to_reward")
+    parser.add_argument("--level", default="sequence", choices=["sequence", "token"], help="the scripts' --level")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one run per seed")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to both scripts")
     args = parser.parse_args()
     results = {}
     for algorithm in args.algorithms:
-        print(f"running train_{algorithm}.py --preset {args.preset} ...", file=sys.stderr, flush=True)
-        results[algorithm] = benchmark(algorithm, args.preset, args.impl, args.target, args.extra)
-    print(json.dumps({"preset": args.preset, "impl": args.impl, **results}, indent=2))
+        runs = {}
+        for seed in args.seeds:
+            print(f"running train_{algorithm}.py --level {args.level} --seed {seed} ...", file=sys.stderr, flush=True)
+            flags = ["--level", args.level, "--seed", str(seed), *args.extra]
+            runs[seed] = benchmark(algorithm, args.preset, args.impl, args.target, flags)
+        if len(runs) == 1:
+            results[algorithm] = runs[args.seeds[0]]
+            continue
+        numbers = [k for k, v in runs[args.seeds[0]].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        medians = {k: _median([r[k] for r in runs.values() if r.get(k) is not None]) for k in numbers}
+        results[algorithm] = {"median": medians, **{f"seed_{s}": r for s, r in runs.items()}}
+    print(json.dumps({"preset": args.preset, "level": args.level, "impl": args.impl, **results}, indent=2))
 
 
 if __name__ == "__main__":

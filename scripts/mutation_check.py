@@ -372,6 +372,380 @@ return a.reshape(-1)""",
     ("grpo_loss", "wrong", "no mean", """return -(advantages.detach() * logprobs)"""),
     ("grpo_loss", "wrong", "probs", """return -(advantages.detach() * logprobs.exp()).mean()"""),
     ("grpo_loss", "wrong", "logprobs detached", """return -(advantages.detach() * logprobs.detach()).mean()"""),
+    # masked_mean
+    (
+        "masked_mean",
+        "right",
+        "where + count",
+        """count = mask.sum(dim=dim).clamp(min=1)
+return torch.where(mask > 0, values, torch.zeros_like(values)).sum(dim=dim) / count""",
+    ),
+    (
+        "masked_mean",
+        "right",
+        "clamp_min on float",
+        """return (values * mask).sum(dim) / torch.clamp(mask.sum(dim), min=1.0)""",
+    ),
+    (
+        "masked_mean",
+        "wrong",
+        "no clamp (all-masked row is NaN)",
+        """return (values * mask).sum(dim=dim) / mask.sum(dim=dim)""",
+    ),
+    (
+        "masked_mean",
+        "wrong",
+        "plain mean over padding",
+        """return (values * mask).mean() if dim is None else (values * mask).mean(dim=dim)""",
+    ),
+    (
+        "masked_mean",
+        "wrong",
+        "mean of row means",
+        """row = (values * mask).sum(1) / mask.sum(1).clamp(min=1)
+return row.mean() if dim is None else row""",
+    ),
+    (
+        "masked_mean",
+        "wrong",
+        "mask not applied to the sum",
+        """return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)""",
+    ),
+    (
+        "masked_mean",
+        "wrong",
+        "in-place",
+        """values.mul_(mask)
+return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)""",
+    ),
+    # per_token_kl
+    (
+        "per_token_kl",
+        "right",
+        "log of ratio",
+        """r = torch.exp(ref_logprobs - logprobs)
+if estimator == "k1":
+    return -torch.log(r) * mask
+if estimator == "k3":
+    return (r - 1 - torch.log(r)) * mask
+raise ValueError(estimator)""",
+    ),
+    (
+        "per_token_kl",
+        "right",
+        "where",
+        """d = logprobs - ref_logprobs
+kl = d if estimator == "k1" else torch.expm1(-d) + d
+return torch.where(mask > 0, kl, torch.zeros_like(kl))""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "k1 sign",
+        """d = ref_logprobs - logprobs
+kl = d if estimator == "k1" else torch.exp(d) - 1 - d
+return kl * mask""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "k3 with r = pi / pi_ref",
+        """d = logprobs - ref_logprobs
+kl = d if estimator == "k1" else torch.exp(d) - 1 - d
+return kl * mask""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "k3 negative",
+        """d = logprobs - ref_logprobs
+kl = d if estimator == "k1" else 1 - torch.exp(-d) - d
+return kl * mask""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "mask ignored",
+        """d = logprobs - ref_logprobs
+return d if estimator == "k1" else torch.exp(-d) - 1 + d""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "estimator ignored (always k3)",
+        """d = logprobs - ref_logprobs
+return (torch.exp(-d) - 1 + d) * mask""",
+    ),
+    (
+        "per_token_kl",
+        "wrong",
+        "k2",
+        """d = logprobs - ref_logprobs
+return (d if estimator == "k1" else d**2 / 2) * mask""",
+    ),
+    # compute_gae
+    (
+        "compute_gae",
+        "right",
+        "lists and stack",
+        """values = values.detach()
+n, t_max = token_rewards.shape
+adv = [None] * t_max
+last = torch.zeros_like(token_rewards[:, 0])
+for t in range(t_max - 1, -1, -1):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    delta = token_rewards[:, t] + gamma * nv - values[:, t]
+    last = (delta + gamma * lam * last) * mask[:, t]
+    adv[t] = last
+advantages = torch.stack(adv, dim=1)
+return advantages, (advantages + values) * mask""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "left to right",
+        """values = values.detach()
+t_max = token_rewards.shape[1]
+adv = torch.zeros_like(token_rewards)
+last = torch.zeros_like(token_rewards[:, 0])
+for t in range(t_max):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    delta = token_rewards[:, t] + gamma * nv - values[:, t]
+    last = (delta + gamma * lam * last) * mask[:, t]
+    adv[:, t] = last
+return adv, (adv + values) * mask""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "runs into padding",
+        """values = values.detach()
+t_max = token_rewards.shape[1]
+adv = torch.zeros_like(token_rewards)
+last = torch.zeros_like(token_rewards[:, 0])
+for t in reversed(range(t_max)):
+    nv = values[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    delta = token_rewards[:, t] + gamma * nv - values[:, t]
+    last = delta + gamma * lam * last
+    adv[:, t] = last
+return adv * mask, (adv + values) * mask""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "lambda missing",
+        """values = values.detach()
+t_max = token_rewards.shape[1]
+adv = torch.zeros_like(token_rewards)
+last = torch.zeros_like(token_rewards[:, 0])
+for t in reversed(range(t_max)):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    last = (token_rewards[:, t] + gamma * nv - values[:, t] + gamma * last) * mask[:, t]
+    adv[:, t] = last
+return adv, (adv + values) * mask""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "returns = advantages",
+        """values = values.detach()
+t_max = token_rewards.shape[1]
+adv = torch.zeros_like(token_rewards)
+last = torch.zeros_like(token_rewards[:, 0])
+for t in reversed(range(t_max)):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    last = (token_rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+    adv[:, t] = last
+return adv, adv""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "missing detach",
+        """t_max = token_rewards.shape[1]
+adv = []
+last = torch.zeros_like(token_rewards[:, 0])
+for t in reversed(range(t_max)):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    last = (token_rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+    adv.insert(0, last)
+adv = torch.stack(adv, 1)
+return adv, (adv + values) * mask""",
+    ),
+    (
+        "compute_gae",
+        "wrong",
+        "padding keeps its return",
+        """values = values.detach()
+t_max = token_rewards.shape[1]
+adv = torch.zeros_like(token_rewards)
+last = torch.zeros_like(token_rewards[:, 0])
+for t in reversed(range(t_max)):
+    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+    last = (token_rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+    adv[:, t] = last
+return adv, adv + values""",
+    ),
+    # token_ppo_loss
+    (
+        "token_ppo_loss",
+        "right",
+        "no detach, own mean",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+n = mask.sum().clamp(min=1)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = torch.maximum((new_values - returns) ** 2, (vc - returns) ** 2)
+return (pg * mask).sum() / n, (vf * mask).sum() / n""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "value min",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = torch.min((new_values - returns) ** 2, (vc - returns) ** 2)
+return masked_mean(pg, mask), masked_mean(vf, mask)""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "half value loss",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = 0.5 * torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+return masked_mean(pg, mask), masked_mean(vf, mask)""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "mean over padding",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+return (pg * mask).mean(), (vf * mask).mean()""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "no value clip",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+return masked_mean(pg, mask), masked_mean((new_values - returns) ** 2, mask)""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "returned in the other order",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+return masked_mean(vf, mask), masked_mean(pg, mask)""",
+    ),
+    (
+        "token_ppo_loss",
+        "wrong",
+        "per-reply mean",
+        """ratio = torch.exp(new_logprobs - old_logprobs)
+pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+return masked_mean(pg, mask, 1).mean(), masked_mean(vf, mask, 1).mean()""",
+    ),
+    # grpo_clip_loss
+    (
+        "grpo_clip_loss",
+        "right",
+        "no detach, explicit branches",
+        """ratio = (logprobs - old_logprobs).exp()
+a = advantages[:, None]
+d = ref_logprobs - logprobs
+l = -torch.minimum(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * (d.exp() - d - 1)
+l = l * mask
+if loss_type == "grpo":
+    return (l.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+if loss_type == "dapo":
+    return l.sum() / mask.sum().clamp(min=1)
+if loss_type == "dr_grpo":
+    return l.sum() / (l.shape[0] * max_tokens)
+raise ValueError(loss_type)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "ratio against the reference",
+        """ratio = torch.exp(logprobs - ref_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "dapo and grpo swapped",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask) if loss_type == "grpo" else masked_mean(l, mask, dim=1).mean() if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "KL sign",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) - beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "dr_grpo by columns",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / mask.numel()""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "advantages on the token axis",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach()
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "k1 instead of k3",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k1")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "mean over padding",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return l.mean(dim=1).mean() if loss_type == "grpo" else l.mean() if loss_type == "dapo" else l.sum() / (mask.shape[0] * max_tokens)""",
+    ),
+    (
+        "grpo_clip_loss",
+        "wrong",
+        "no clipping",
+        """ratio = torch.exp(logprobs - old_logprobs)
+a = advantages.detach().unsqueeze(1)
+l = -ratio * a + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
+    ),
 ]
 
 FILES = {task.function: task for task in TASKS}  # the course table: function -> its files

@@ -10,6 +10,7 @@ from functools import cache
 import pytest
 
 from rlhf_practice.checks import check_case, load_cases, run_case
+from rlhf_practice.errors import ConfigError
 
 
 @cache
@@ -22,8 +23,16 @@ def cases(function: str) -> list:
     return [pytest.param(case, id=case["id"]) for case in _all_cases() if case["function"] == function]
 
 
+def module_of(impl: object, name: str) -> object:
+    """``impl.<name>``; a submission folder without that file fails in one line."""
+    try:
+        return impl.module(name)
+    except ConfigError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
 def check(module: object, case: dict) -> None:
-    """Call the case's function from ``module`` (``impl.ppo`` or ``impl.grpo``); fail with its diagnosis."""
+    """Call the case's function from ``module`` (``impl.ppo``, ``impl.grpo`` or ``impl.token_level``); fail with its diagnosis."""
     message = check_case(case, run_case(getattr(module, case["function"]), case))
     if message:
         pytest.fail(message, pytrace=False)

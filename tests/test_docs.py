@@ -22,7 +22,7 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import has_answer_key
+from rlhf_practice.course import TASKS, has_answer_key
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
@@ -227,6 +227,9 @@ def test_no_answer_key_commands_in_a_student_release() -> None:
         assert "--impl answer" not in text and "answer/" not in text, f"{doc} points to the answer key"
 
 
+TOKEN_LEVEL = {task.function for task in TASKS if task.module == "token_level"}
+
+
 def _section(number: str) -> str:
     text = (ROOT / "TASKS.md").read_text(encoding="utf-8")
     start = text.index(f"### {number}")
@@ -239,9 +242,15 @@ def _number_lists(text: str) -> list[list[float]]:
 
 @pytest.mark.parametrize("case", [c for c in load_cases() if c["book"]], ids=lambda c: f"{c['function']}/{c['id']}")
 def test_book_examples_are_the_tests_examples(case: dict) -> None:
-    """The hand-worked examples of TASKS.md §1.2, §2.1 and §3.1 are the numbers the graded tests use."""
+    """The hand-worked examples of TASKS.md (§1.2, §2.1, §3.1 and tasks 7-9) are the numbers the graded tests use."""
     args = dict(case["args"])
-    if case["function"] == "ppo_clip_loss":
+    if case["outputs"] or case["function"] in TOKEN_LEVEL:
+        # Token level: every number of the expected result is written in the section (4 significant digits).
+        section = _section(case["book"][1:])
+        expected = case["expected"] if case["outputs"] else [case["expected"]]
+        for value in torch.cat([e.flatten() for e in expected]).tolist():
+            assert f"{value + 0.0:.4g}" in section, f"TASKS.md {case['book']} does not show {value:.4g}"
+    elif case["function"] == "ppo_clip_loss":
         ratios = torch.exp(args["new_logprobs"] - args["old_logprobs"])
         rows = re.findall(r"^\|\s*([\d.]+)\s*\|\s*([+−-]?\d+)\s*\|", _section("2.1"), flags=re.M)
         table = [(float(r), float(a.replace("−", "-"))) for r, a in rows]

@@ -10,6 +10,7 @@ import csv
 import json
 import re
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,6 +94,30 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     policy = PolicyValueModel.from_pretrained(str(run / "policy"))
     tokenizer = load_tokenizer(str(run / "policy"))
     assert policy.value_head.weight.shape[1] == policy.lm.config.hidden_size and tokenizer.eos_token
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_token_level_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_token_impl: str) -> None:
+    extra = ["--kl_target", "0.5"] if algorithm == "ppo" else ["--beta", "0", "--loss_type", "dr_grpo"]
+    code, _, run = run_script(algorithm, tmp_path, "--impl", working_token_impl, "--level", "token", *extra)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "level=token" in err and "finished after 2 steps" in err
+
+    rows = _metrics(run)
+    assert [r["step"] for r in rows] == ["1", "2"]
+    required = {"reward/mean", "loss/policy", "kl/ref", "ppo/clip_frac", "policy/entropy", "response/length"}
+    if algorithm == "ppo":
+        required |= {"loss/value", "loss/value_clipped_frac", "loss/total", "kl/beta", "value/explained_variance"}
+    assert required <= set(rows[0]), f"metrics.csv lacks {sorted(required - set(rows[0]))}"
+    undocumented = sorted(set(rows[0]) - {"step"} - _readme_tags())
+    assert not undocumented, f"README.md's tag table does not explain {undocumented}"
+    nan_ok = {"value/explained_variance"}
+    assert all(float(v) == float(v) for r in rows for k, v in r.items() if k not in nan_ok), "NaN in metrics.csv"
+    assert all(float(r["kl/ref"]) >= 0 for r in rows), "kl/ref is a sum of k3 terms: never negative"
+    if algorithm == "ppo":  # step 1's KL to the reference is 0 < kl_target / 1.5: beta is halved after it
+        assert [float(r["kl/beta"]) for r in rows] == [0.05, 0.025]
+    assert json.loads((run / "config.json").read_text())["level"] == "token"
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
@@ -233,3 +258,13 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
     assert "did not answer within 3 s; working offline" in err
     assert code == 2 and "Traceback" not in err and "--preset tiny" in err and "HF_ENDPOINT" in err
     assert "Retrying" not in err and not run.exists()
+
+
+def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
+    """scripts/experiments.py (TASKS.md checkpoints 7-9), on two tiny steps per run."""
+    tiny = ["--num_steps", "2", "--train_batch_size", "8", "--max_new_tokens", "6", "--device", "cpu"]
+    command = [sys.executable, "scripts/experiments.py", "kl_ref", "--seeds", "0", "--impl", working_token_impl]
+    proc = subprocess.run([*command, "--extra", *tiny], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| PPO token --beta")]
+    assert len(rows) == 2 and all(row.count("|") == 9 for row in rows), proc.stdout

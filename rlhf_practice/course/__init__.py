@@ -30,7 +30,7 @@ class Task:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo" or "grpo": rlhf_practice/rl/<module>.py, answer/<module>_answer.py
+    module: str  # "ppo", "grpo" or "token_level": rlhf_practice/rl/<module>.py, answer/<module>_answer.py
     section: str  # the TASKS.md section that explains it
     points: float
 
@@ -48,8 +48,15 @@ TASKS: tuple[Task, ...] = (
     Task("ppo_clip_loss", "ppo", "§2.2", 25.0),
     Task("compute_group_advantages", "grpo", "§3.2", 25.0),
     Task("grpo_loss", "grpo", "§3.3", 25.0),
+    # The advanced, token-level track (tasks 7-9): points on top of the 100 of tasks 1-4.
+    Task("masked_mean", "token_level", "§7.2", 5.0),
+    Task("per_token_kl", "token_level", "§7.3", 10.0),
+    Task("compute_gae", "token_level", "§8.2", 15.0),
+    Task("token_ppo_loss", "token_level", "§8.3", 10.0),
+    Task("grpo_clip_loss", "token_level", "§9.2", 10.0),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(task.module for task in TASKS))
+REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py only for tasks 7-9
 
 
 def has_answer_key() -> bool:
@@ -67,16 +74,23 @@ def probe_args(task: Task) -> tuple:
     import torch
 
     two = torch.tensor([0.5, -0.5])
+    grid, mask = torch.tensor([[0.5, -0.5]]), torch.ones(1, 2)  # one reply of two tokens
     return {
         "compute_advantages": (two, torch.zeros(2)),
         "ppo_clip_loss": (two, two, two, 0.2),
         "compute_group_advantages": (two, 2),
         "grpo_loss": (two, two),
+        "masked_mean": (grid, mask),
+        "per_token_kl": (grid, grid, mask, "k3"),
+        "compute_gae": (grid, grid, mask, 1.0, 0.95),
+        "token_ppo_loss": (grid, grid, grid, grid, grid, grid, mask, 0.2, 0.2),
+        "grpo_clip_loss": (grid, grid, grid, torch.ones(1), mask, 0.2, 0.04, "grpo", 2),
     }[task.function]
 
 
 class Impl:
-    """The modules of one implementation (``impl.ppo``, ``impl.grpo``), and where they came from.
+    """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``), and
+    where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
     still runs (and is graded) on its ppo.py.
@@ -99,6 +113,10 @@ class Impl:
     @property
     def grpo(self) -> ModuleType:
         return self.module("grpo")
+
+    @property
+    def token_level(self) -> ModuleType:
+        return self.module("token_level")
 
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
@@ -127,8 +145,9 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``), "answer" (``answer/*_answer.py``) or a folder
-    that holds ``ppo.py`` and ``grpo.py`` (a copy of a student's ``rlhf_practice/rl/``). Missing
-    files are reported at once; the modules themselves are imported on first use.
+    that holds ``ppo.py`` and ``grpo.py`` and, for tasks 7-9, ``token_level.py`` (a copy of a
+    student's ``rlhf_practice/rl/``). Missing ppo.py or grpo.py is reported at once, a missing
+    token_level.py when it is first needed; the modules themselves are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})
@@ -144,8 +163,17 @@ def load_impl(name: str = "student") -> Impl:
         if not folder.is_dir():
             raise ConfigError(f'impl={name!r} is neither "student", "answer" nor a folder; use one of those.')
         files = {m: folder / f"{m}.py" for m in MODULES}
-    missing = [str(path) for path in files.values() if not path.is_file()]
+    missing = [str(files[m]) for m in REQUIRED_MODULES if not files[m].is_file()]
     if missing:
         raise ConfigError(f"impl={name!r}: missing {', '.join(missing)}; the folder needs both ppo.py and grpo.py.")
     tag = hashlib.sha1(str(files["ppo"].resolve()).encode()).hexdigest()[:10]
-    return Impl(name, {m: (lambda p=p, m=m: _load_file(p, f"rlhf_impl_{tag}_{m}")) for m, p in files.items()})
+
+    def loader(path: Path, module: str) -> Callable[[], ModuleType]:
+        def load() -> ModuleType:
+            if not path.is_file():  # the token-level track is optional: only its own runs and tests need it
+                raise ConfigError(f"impl={name!r}: missing {path}; the token-level runs and tests need it.")
+            return _load_file(path, f"rlhf_impl_{tag}_{module}")
+
+        return load
+
+    return Impl(name, {m: loader(p, m) for m, p in files.items()})

@@ -1,4 +1,4 @@
-"""The student files: ``ppo.py`` (tasks 1-2) and ``grpo.py`` (task 3). See TASKS.md.
+"""The student files: ``ppo.py`` (tasks 1-2), ``grpo.py`` (task 3) and ``token_level.py`` (tasks 7-9). See TASKS.md.
 
 Which implementation a script or test runs (yours, the answer key, or a folder) is chosen with
 ``--impl``; :mod:`rlhf_practice.course` does that, so nothing else lives here.

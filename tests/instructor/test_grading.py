@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_practice.course import ROOT
+from rlhf_practice.course import MODULES, ROOT, TASKS
 from rlhf_practice.course.release import student_files
 from rlhf_practice.grading import FUNCTIONS, main
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
-KEY = {name: (ROOT / "answer" / name.replace(".py", "_answer.py")).read_text() for name in ("ppo.py", "grpo.py")}
+KEY = {f"{m}.py": (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
 
 # Each cheat replaces ppo.py (grpo.py stays a stub), so an honest score would be 0 as well.
 QUICK_CHEATS = {
@@ -133,17 +133,20 @@ SLOW_CHEATS = {
 }
 
 
-def _submission(folder: Path, ppo: str, grpo: str) -> Path:
+def _submission(folder: Path, ppo: str, grpo: str, token_level: str | None = None) -> Path:
+    """A submission folder; without ``token_level`` it has no token_level.py (tasks 1-4 only)."""
     folder.mkdir(parents=True)
     (folder / "ppo.py").write_text(ppo)
     (folder / "grpo.py").write_text(grpo)
+    if token_level is not None:
+        (folder / "token_level.py").write_text(token_level)
     return folder
 
 
 def _grade(tmp_path: Path, cheats: dict[str, str], *extra: str, capsys) -> dict[str, dict[str, str]]:
     subs = [
-        _submission(tmp_path / "key", KEY["ppo.py"], KEY["grpo.py"]),
-        _submission(tmp_path / "stubs", STUBS["ppo.py"], STUBS["grpo.py"]),
+        _submission(tmp_path / "key", KEY["ppo.py"], KEY["grpo.py"], KEY["token_level.py"]),
+        _submission(tmp_path / "stubs", STUBS["ppo.py"], STUBS["grpo.py"], STUBS["token_level.py"]),
         _submission(tmp_path / "half_done", KEY["ppo.py"], STUBS["grpo.py"]),
     ]
     subs += [_submission(tmp_path / name, textwrap.dedent(code), STUBS["grpo.py"]) for name, code in cheats.items()]
@@ -168,9 +171,12 @@ def _digest() -> str:
 
 
 def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> None:
-    assert float(rows["key"]["total"]) == 100 and all(float(rows["key"][f]) == 25 for f in FUNCTIONS)
+    points = {task.function: task.points for task in TASKS}
+    assert float(rows["key"]["total"]) == sum(points.values()) == 150
+    assert all(float(rows["key"][f]) == points[f] for f in FUNCTIONS)
     assert float(rows["stubs"]["total"]) == 0
-    assert float(rows["half_done"]["total"]) == 50
+    assert float(rows["half_done"]["total"]) == 50  # ppo.py done, grpo.py a stub, no token_level.py
+    assert "token_level.py missing" in rows["half_done"]["notes"]
     scores = {name: float(rows[name]["total"]) for name in cheats}
     assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"
 

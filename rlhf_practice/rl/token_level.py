@@ -1,0 +1,311 @@
+"""Token-level RLHF: per-token KL to a frozen reference, GAE, token-level PPO and GRPO-clip.
+
+Your tasks in this file (TASKS.md, tasks 7-9, the advanced track):
+
+- ``masked_mean``: a mean over the real tokens only.                              (TASKS.md §7.2)
+- ``per_token_kl``: the k1 and k3 estimators of KL(pi || pi_ref), per token.       (TASKS.md §7.3)
+- ``compute_gae``: advantages and returns, right to left over each reply.         (TASKS.md §8.2)
+- ``token_ppo_loss``: the clipped surrogate per token plus a clipped value loss.  (TASKS.md §8.3)
+- ``grpo_clip_loss``: GRPO with ratio clipping, k3 KL and three normalizations.   (TASKS.md §9.2)
+
+``token_rewards``, ``whiten``, ``KLController``, ``token_ppo_step`` and ``grpo_clip_step`` are given:
+read them to see how your functions are used (``train_ppo.py --level token``, ``train_grpo.py
+--level token``). Shapes: N = replies in the batch, T = reply length (columns). ``mask`` is the
+response mask, (N, T) float: 1 on a reply's real tokens (up to and including its EOS), 0 on the
+padding after it; each row is ones then zeros. Log-probs here are per token, not summed.
+Run ``pytest -m graded -k token_level`` to check your work.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlhf_practice.config import GRPOConfig, PPOConfig
+from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
+from rlhf_practice.tracking import check_finite, mean_metrics
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is 1:
+
+        masked_mean = sum(values * mask, dim) / max(sum(mask, dim), 1)
+
+    Args:
+        values: (N, T) float (any shape works, as long as ``mask`` has the same one).
+        mask: same shape, 1.0 for real tokens and 0.0 for padding.
+        dim: None: one mean over every real token of the batch (a 0-dim tensor); 1: one mean per
+            row, (N,). The denominator is clamped to at least 1, so an all-masked row gives 0, not NaN.
+
+    Returns:
+        The mean, in the dtype of ``values``; gradient flows to ``values``. Inputs are not modified.
+    """
+    # TODO(student): implement this function. Read TASKS.md §7.2 first.
+    raise NotImplementedError("masked_mean is not implemented yet: see TASKS.md §7.2.")
+
+
+def per_token_kl(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, estimator: str = "k3"
+) -> torch.Tensor:
+    """Per-token estimate of KL(pi_theta || pi_ref) at each sampled reply token.
+
+    With log_ratio = logprobs - ref_logprobs = log(pi_theta / pi_ref) and r = pi_ref / pi_theta:
+
+        k1 = log_ratio                       (unbiased, but one token's value may be < 0)
+        k3 = (r - 1) - log r                 (also unbiased, and >= 0 at every token)
+
+    Args:
+        logprobs: (N, T) log pi_theta of each reply token; may carry gradient (GRPO-clip's loss).
+        ref_logprobs: (N, T) the same under the frozen reference policy; a constant.
+        mask: (N, T) response mask; masked positions get KL 0.
+        estimator: "k1" or "k3"; anything else raises ValueError.
+
+    Returns:
+        (N, T) KL per token, 0 where ``mask`` is 0. Inputs are not modified.
+    """
+    # TODO(student): implement this function. Read TASKS.md §7.3 first.
+    raise NotImplementedError("per_token_kl is not implemented yet: see TASKS.md §7.3.")
+
+
+def compute_gae(
+    token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation over each reply's tokens, from the last real token back.
+
+        delta_t = r_t + gamma * V_{t+1} - V_t           (V_{t+1} = 0 after the last real token)
+        A_t     = delta_t + gamma * lam * A_{t+1}       (A_{t+1} = 0 after the last real token)
+        R_t     = A_t + V_t                             (the value target, "returns")
+
+    Padding after a reply's last real token neither contributes (its reward and value are not
+    used) nor receives (its advantage and return are 0).
+
+    Args:
+        token_rewards: (N, T) reward of each token (the KL penalty, plus the score on the last one).
+        values: (N, T) V(s_t) from the value head when the replies were sampled. It may carry
+            gradient: detach it; no gradient may reach ``values`` through A or R.
+        mask: (N, T) response mask, each row ones then zeros.
+        gamma: discount factor in [0, 1]; lam: the GAE lambda in [0, 1].
+
+    Returns:
+        (advantages, returns), both (N, T), dtype of ``token_rewards``, 0 where ``mask`` is 0.
+    """
+    # TODO(student): implement this function. Read TASKS.md §8.2 first.
+    raise NotImplementedError("compute_gae is not implemented yet: see TASKS.md §8.2.")
+
+
+def token_ppo_loss(
+    new_logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    new_values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: float,
+    clip_range_value: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's two losses, per token, averaged over every real token of the batch (masked_mean).
+
+        ratio_t     = exp(new_logprobs_t - old_logprobs_t)
+        policy_loss = masked_mean( -min(ratio_t * A_t, clamp(ratio_t, 1 - clip_range, 1 + clip_range) * A_t) )
+        V_clipped_t = old_values_t + clamp(new_values_t - old_values_t, -clip_range_value, clip_range_value)
+        value_loss  = masked_mean( max((new_values_t - R_t)^2, (V_clipped_t - R_t)^2) )
+
+    Args:
+        new_logprobs: (N, T) per-token log-probs under the current policy; carries gradient.
+        old_logprobs: (N, T) the same under the policy that sampled the replies; a constant.
+        advantages: (N, T) A_t from compute_gae; a constant.
+        new_values: (N, T) V(s_t) under the current value head; carries gradient.
+        old_values: (N, T) V(s_t) when the replies were sampled; a constant.
+        returns: (N, T) R_t from compute_gae; a constant.
+        mask: (N, T) response mask: padding counts in neither loss.
+        clip_range: epsilon of the ratio clip, in (0, 1).
+        clip_range_value: how far the new value may move from the old one before its error stops
+            counting (the larger squared error is kept, so clipping never makes the loss smaller).
+
+    Returns:
+        (policy_loss, value_loss): two 0-dim tensors. Gradient reaches ``new_logprobs`` only
+        through policy_loss and ``new_values`` only through value_loss. Inputs are not modified.
+    """
+    # TODO(student): implement this function. Read TASKS.md §8.3 first.
+    raise NotImplementedError("token_ppo_loss is not implemented yet: see TASKS.md §8.3.")
+
+
+def grpo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: float,
+    beta: float,
+    loss_type: str,
+    max_tokens: int,
+) -> torch.Tensor:
+    """GRPO with ratio clipping against the old policy and a k3 KL penalty to the reference.
+
+    Per token (the sequence advantage A_i of reply i is shared by all its tokens):
+
+        ratio_it = exp(logprobs_it - old_logprobs_it)
+        l_it     = -min(ratio_it * A_i, clamp(ratio_it, 1 - clip_range, 1 + clip_range) * A_i)
+                   + beta * k3_it            (k3 of per_token_kl(logprobs, ref_logprobs, mask, "k3"))
+
+    then one number, by ``loss_type`` (m = mask, N replies):
+
+        "grpo":    mean_i ( sum_t l_it m_it / max(sum_t m_it, 1) )   each reply's token mean, then over replies
+        "dapo":    sum_it l_it m_it / max(sum_it m_it, 1)             one mean over every real token
+        "dr_grpo": sum_it l_it m_it / (N * max_tokens)                a constant: no length normalization
+
+    Args:
+        logprobs: (N, T) per-token log-probs under the current policy; carries gradient.
+        old_logprobs: (N, T) under the policy that sampled the replies (the ratio's denominator).
+        ref_logprobs: (N, T) under the frozen reference policy (only in the KL term).
+        advantages: (N,) one group advantage per reply; a constant.
+        mask: (N, T) response mask.
+        clip_range: epsilon of the ratio clip, in (0, 1).
+        beta: weight of the KL term (0 = no KL penalty).
+        loss_type: "grpo", "dapo" or "dr_grpo"; anything else raises ValueError.
+        max_tokens: the constant of "dr_grpo" (the run's max_new_tokens); unused by the other two.
+
+    Returns:
+        A 0-dim loss. Gradient reaches ``logprobs`` (surrogate and KL); ``old_logprobs``,
+        ``ref_logprobs`` and ``advantages`` are constants. Inputs are not modified.
+    """
+    # TODO(student): implement this function. Read TASKS.md §9.2 first.
+    raise NotImplementedError("grpo_clip_loss is not implemented yet: see TASKS.md §9.2.")
+
+
+def token_rewards(scores: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """The per-token reward of RLHF: r_t = -beta * KL_t on every reply token, plus the reward
+    model's score on the reply's last real token. scores: (N,); kl, mask: (N, T). Returns (N, T)."""
+    last = mask.sum(dim=1).long().clamp(min=1) - 1  # (N,): index of each reply's last real token
+    rewards = -beta * kl * mask
+    return rewards.scatter_add(1, last.unsqueeze(1), scores.to(rewards.dtype).unsqueeze(1))
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Standardize over the real tokens: (x - masked mean) / masked std; padding stays 0."""
+    mean = masked_mean(values, mask)
+    var = masked_mean((values - mean) ** 2, mask)
+    return (values - mean) * torch.rsqrt(var + eps) * mask
+
+
+class KLController:
+    """The weight beta of the KL penalty: fixed, or adapted toward ``target`` (PPO paper, section 4):
+    after a step whose KL to the reference is d, beta is halved if d < target / 1.5 and doubled if
+    d > target * 1.5. ``target`` = 0 keeps beta fixed."""
+
+    def __init__(self, beta: float, target: float = 0.0):
+        self.beta, self.target = beta, target
+
+    def update(self, kl: float) -> None:
+        if self.target > 0 and kl < self.target / 1.5:
+            self.beta /= 2
+        elif self.target > 0 and kl > self.target * 1.5:
+            self.beta *= 2
+
+
+def token_ppo_step(
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    old: TokenScores,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    config: PPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One pass (epoch) of token-level PPO over N replies, ``config.ppo_num_minibatches`` minibatches:
+
+        loss/total = loss/policy + value_loss_coef * loss/value - entropy_coef * policy/entropy
+
+    ``old`` (log-probs and values at sampling time), ``advantages`` and ``returns`` are (N, T)
+    constants. Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
+    """
+    stats = []
+    for idx in torch.randperm(len(generation), device=returns.device).chunk(config.ppo_num_minibatches):
+        mask = generation.response_mask[idx]
+        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        policy_loss, value_loss = token_ppo_loss(
+            new.logprobs,
+            old.logprobs[idx],
+            advantages[idx],
+            new.values,
+            old.values[idx],
+            returns[idx],
+            mask,
+            config.ppo_clip_range,
+            config.clip_range_value,
+        )
+        entropy = masked_mean(new.entropy, mask)
+        total = policy_loss + config.value_loss_coef * value_loss - config.entropy_coef * entropy
+        check_finite("loss/total", total)
+
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            log_ratio = new.logprobs - old.logprobs[idx]
+            value_moved = (new.values - old.values[idx]).abs() > config.clip_range_value
+            stats.append(
+                {
+                    "loss/policy": policy_loss,
+                    "loss/value": value_loss,
+                    "loss/total": total,
+                    "kl/approx": masked_mean(-log_ratio, mask),  # per token, mean(old - new)
+                    "kl/k3": masked_mean(log_ratio.exp() - 1 - log_ratio, mask),
+                    "ppo/clip_frac": masked_mean(((log_ratio.exp() - 1).abs() > config.ppo_clip_range).float(), mask),
+                    "ppo/ratio_mean": masked_mean(log_ratio.exp(), mask),
+                    "loss/value_clipped_frac": masked_mean(value_moved.float(), mask),
+                    "policy/entropy": entropy,
+                }
+            )
+    return mean_metrics(stats)
+
+
+def grpo_clip_step(
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    old_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    config: GRPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One GRPO-clip iteration over N = B * K replies, in ``config.grpo_num_minibatches`` minibatches.
+
+    ``old_logprobs`` and ``ref_logprobs`` are (N, T) constants, ``advantages`` (N,). Returns the
+    metrics of the iteration (0-dim tensors), averaged over its minibatches.
+    """
+    stats = []
+    for idx in torch.randperm(len(generation), device=advantages.device).chunk(config.grpo_num_minibatches):
+        mask = generation.response_mask[idx]
+        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        loss = grpo_clip_loss(
+            new.logprobs,
+            old_logprobs[idx],
+            ref_logprobs[idx],
+            advantages[idx],
+            mask,
+            config.grpo_clip_range,
+            config.beta,
+            config.loss_type,
+            config.max_new_tokens,
+        )
+        check_finite("loss/policy", loss)
+
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            ratio = (new.logprobs - old_logprobs[idx]).exp()
+            stats.append(
+                {
+                    "loss/policy": loss,
+                    "ppo/clip_frac": masked_mean(((ratio - 1).abs() > config.grpo_clip_range).float(), mask),
+                    "policy/entropy": masked_mean(new.entropy, mask),
+                }
+            )
+    return mean_metrics(stats)
