@@ -89,6 +89,7 @@ NEG_ADJ = (
 POS_VERBS = ["loved", "enjoyed", "really liked", "adored", "was moved by"]
 NEG_VERBS = ["hated", "disliked", "could not stand", "was bored by", "was annoyed by"]
 NEUTRAL_ADJ = "long short quiet loud dark bright simple strange old-fashioned modern".split()
+SHORT_SHARE = 0.5  # share of reviews that are one or two sentences (a tiny-preset reply can end early)
 
 
 def _cap(sentence: str) -> str:
@@ -192,9 +193,17 @@ class ReviewWriter:
             ]
         )
 
+    def short_review(self, label: int) -> str:
+        """One sentence and maybe a closing verdict, no opener: "The plot is great. 8 out of 10." """
+        first = self.positive() if label == 1 else self.negative()
+        return " ".join(s for s in (_cap(first), self.pick([self.closer(label), ""])) if s)
+
     def review(self, label: int) -> str:
-        """One review; ``label`` 1 = positive, 0 = negative. Some reviews are mixed on purpose."""
+        """One review; ``label`` 1 = positive, 0 = negative. Some reviews are mixed on purpose; some are
+        a sentence or two long, so that a reply of a dozen tokens may reach its end (EOS)."""
         r = self.rng
+        if r.random() < SHORT_SHARE:
+            return self.short_review(label)
         share_on_label = r.choice([0.55, 0.65, 0.75, 0.9, 1.0])  # below 1: a mixed review
         body = []
         for _ in range(r.randint(2, 7)):
