@@ -49,7 +49,7 @@ def main() -> None:
                 stats = token_level_update(run, optimizer, reference, generation, advantages, config)
 
             # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
-            metrics = {**stats, **rollout_stats(rewards, advantages, generation.response_mask, group_size)}
+            metrics = {**stats, **rollout_stats(rewards, advantages, generation, group_size)}
             run.logger.log(step, metrics, prompts, replies, rewards)
 
 

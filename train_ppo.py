@@ -59,7 +59,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         # 6. Log: losses averaged over the epochs, plus reward, advantage and value statistics.
         metrics = {
             **mean_metrics(epoch_stats),
-            **rollout_stats(rewards, advantages, generation.response_mask),
+            **rollout_stats(rewards, advantages, generation),
             "value/mean": old.values.mean(),
             "value/explained_variance": explained_variance(old.values, rewards),  # how much of R does V(s) see?
             # Before any update new = old, so ratio = 1 and the clip loss is -mean(A): 0 once A is normalized.
@@ -108,7 +108,7 @@ def token_level(run: TrainingRun, config: PPOConfig) -> None:
         kl_ref = tok.per_token_kl(old.logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
         metrics = {
             **mean_metrics(epoch_stats),
-            **rollout_stats(scores, advantages[mask > 0], mask),
+            **rollout_stats(scores, advantages[mask > 0], generation),
             "kl/ref": kl_ref,
             "kl/beta": torch.tensor(kl_control.beta),
             "value/mean": tok.masked_mean(old.values, mask),

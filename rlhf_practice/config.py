@@ -100,6 +100,8 @@ class TrainConfig:
     """"auto" (cuda if available, else cpu), "cpu", "cuda" or "cuda:N"."""
     mixed_precision: bool = True
     """On CUDA, run forward passes in bfloat16 autocast (ignored on a CPU)."""
+    decoding: str = "auto"
+    """How replies are sampled: "static" (pre-allocated KV cache, on CUDA replayed as a CUDA graph; GPT-2 models), "hf" (Hugging Face generate), or "auto" (static on CUDA, hf on a CPU). One sampler: on a CPU the same seed gives the same replies either way."""
     run_dir: str = "runs"
     """Folder that receives one sub-folder per run."""
     run_name: str = ""
@@ -175,6 +177,12 @@ class TrainConfig:
         )
         _require(self.impl.strip() != "", "impl", self.impl, 'is empty; use "student", "answer" or a folder')
         _require(self.level in ("sequence", "token"), "level", self.level, 'is unknown; use "sequence" or "token"')
+        _require(
+            self.decoding in ("auto", "static", "hf"),
+            "decoding",
+            self.decoding,
+            'is unknown; use "auto", "static" or "hf"',
+        )
         beta = getattr(self, "beta", 0.0)
         _require(beta >= 0, "beta", beta, "must be >= 0 (0 = no KL penalty to the reference)")
         _require(

@@ -7,7 +7,8 @@ Where the texts come from (``DataConfig.dataset_name``):
   file with one text per line;
 - anything else is a Hugging Face Hub dataset name (``"imdb"``), read with ``datasets.load_dataset``.
 
-All three go through :func:`load_texts`, which calls ``datasets.load_dataset`` in every case.
+All three go through :func:`load_texts`; local files and hub datasets through ``datasets.load_dataset``
+(the shipped tiny corpus is read with pyarrow alone: importing ``datasets`` takes about a second).
 
 One batch of :func:`build_prompt_dataloader` is a dict::
 
@@ -51,12 +52,37 @@ _PROMPT_CHARS = 200
 
 def load_texts(dataset_name: str, split: str = "train", text_column: str = "text", max_samples: int = 0) -> list[str]:
     """Texts of ``dataset_name`` ("tiny", a local file, or a hub dataset), cleaned of HTML line breaks."""
+    if dataset_name == "tiny":  # the shipped corpus, read with pyarrow alone: importing datasets takes a second
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(TINY_CORPUS)
+        _check_column(dataset_name, text_column, table.column_names)
+        raw = table.column(text_column).to_pylist()[: max_samples or None]
+    else:
+        raw = _read_with_datasets(dataset_name, split, text_column, max_samples)
+    texts = [t.replace("<br />", " ").strip() for t in raw if isinstance(t, str)]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise DataError(f"data.dataset_name={dataset_name!r} holds no non-empty text in column {text_column!r}.")
+    return texts
+
+
+def _check_column(dataset_name: str, text_column: str, column_names: list[str]) -> None:
+    if text_column not in column_names:
+        raise DataError(
+            f"data.dataset_name={dataset_name!r} has no column {text_column!r} (columns: {', '.join(column_names)}); "
+            "set --data.text_column."
+        )
+
+
+def _read_with_datasets(dataset_name: str, split: str, text_column: str, max_samples: int) -> list:
+    """The first ``max_samples`` (0 = all) values of ``text_column`` of a local file or a hub dataset."""
     import datasets  # imported here: it is slow to import and only needed once per run
 
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its error logs would precede our one line
 
-    path = TINY_CORPUS if dataset_name == "tiny" else Path(dataset_name).expanduser()
+    path = Path(dataset_name).expanduser()
     if path.suffix.lower() in _LOCAL_BUILDERS or path.exists():
         ds = _load_local(datasets, path, dataset_name)
         if path.suffix.lower() == ".txt":
@@ -67,18 +93,10 @@ def load_texts(dataset_name: str, split: str = "train", text_column: str = "text
         except (ConnectionError, OSError, FileNotFoundError, ValueError) as err:
             what = f"could not load data.dataset_name={dataset_name!r} (split {split!r})"
             raise DataError(_hub_hint(what, err)) from err
-    if text_column not in ds.column_names:
-        raise DataError(
-            f"data.dataset_name={dataset_name!r} has no column {text_column!r} (columns: {', '.join(ds.column_names)}); "
-            "set --data.text_column."
-        )
+    _check_column(dataset_name, text_column, ds.column_names)
     if max_samples:
         ds = ds.select(range(min(max_samples, len(ds))))
-    texts = [t.replace("<br />", " ").strip() for t in ds[text_column] if isinstance(t, str)]
-    texts = [t for t in texts if t]
-    if not texts:
-        raise DataError(f"data.dataset_name={dataset_name!r} holds no non-empty text in column {text_column!r}.")
-    return texts
+    return list(ds[text_column])
 
 
 def _load_local(datasets, path: Path, name: str):

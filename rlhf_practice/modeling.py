@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlhf_practice import ASSETS_DIR
+from rlhf_practice.decoding import StaticCacheDecoder
 from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
@@ -174,6 +175,7 @@ class PolicyValueModel(nn.Module):
                 nn.init.zeros_(value_head.weight)
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
+        self._decoder: StaticCacheDecoder | None = None
         self.eval()
 
     def train(self, mode: bool = True) -> PolicyValueModel:
@@ -210,7 +212,9 @@ class PolicyValueModel(nn.Module):
 
     def frozen_copy(self) -> PolicyValueModel:
         """A reference copy: same weights, no gradients (e.g. for a KL penalty to the start policy)."""
+        decoder, self._decoder = self._decoder, None  # its buffers and CUDA graphs stay with this model
         ref = copy.deepcopy(self)
+        self._decoder = decoder
         ref.requires_grad_(False)
         return ref
 
@@ -241,9 +245,12 @@ class PolicyValueModel(nn.Module):
         top_k: int = 0,
         top_p: float = 1.0,
         mixed_precision: bool = True,
+        decoding: str = "hf",
     ) -> Generation:
         """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
 
+        ``decoding`` "hf" uses Hugging Face ``generate``; "static" the static KV cache of
+        :mod:`rlhf_practice.decoding` (GPT-2 models; a CUDA graph on CUDA). Both sample the same way.
         Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
         including that EOS (a reply that is EOS at once has one token in the mask).
         """
@@ -253,26 +260,40 @@ class PolicyValueModel(nn.Module):
                 f"{max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
                 f"{self.max_length} positions."
             )
-        from transformers import GenerationConfig
-
-        generation_config = GenerationConfig(
-            do_sample=True,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=0,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            use_cache=True,
-        )
-        with self.autocast(mixed_precision):
-            sequences = self.lm.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
+        sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
+        if decoding == "static":
+            sequences = self.static_decoder().generate(
+                input_ids,
+                attention_mask,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+                mixed_precision=mixed_precision,
+                **sampling,
             )
+        else:
+            from transformers import GenerationConfig
+
+            generation_config = GenerationConfig(
+                do_sample=True,
+                min_new_tokens=0,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+                use_cache=True,
+                **sampling,
+            )
+            with self.autocast(mixed_precision):
+                sequences = self.lm.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
+                )
         response_mask = response_mask_from_ids(sequences[:, prompt_length:], tokenizer.eos_token_id)
         full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
         return Generation(sequences, full_mask, response_mask, prompt_length, temperature)
+
+    def static_decoder(self) -> StaticCacheDecoder:
+        """The :class:`~rlhf_practice.decoding.StaticCacheDecoder` of this model, made on first use."""
+        if self._decoder is None:
+            self._decoder = StaticCacheDecoder(self.lm)
+        return self._decoder
 
     def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceScores:
         """Score the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceScores`.

@@ -23,15 +23,20 @@ import math
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
 from rlhf_practice.errors import TrainingError
 
-TIME_TAGS = ("time/step_s", "time/elapsed_s")
+if TYPE_CHECKING:
+    from rlhf_practice.modeling import Generation
+
+TIME_TAGS = ("time/step_s", "time/generate_s", "time/score_s", "time/elapsed_s")
 # TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
 LAYOUT = {
     "1 reward": ["reward/mean", "reward/std", "reward/group_std"],
@@ -52,6 +57,7 @@ LAYOUT = {
         "value/explained_variance",
         "policy/entropy",
         "response/length",
+        "response/distinct",
     ],
 }
 # What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out.
@@ -88,19 +94,24 @@ def mean_metrics(stats: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor
 
 
 def rollout_stats(
-    rewards: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, group_size: int = 0
+    rewards: torch.Tensor, advantages: torch.Tensor, generation: Generation, group_size: int = 0
 ) -> dict[str, torch.Tensor]:
     """The statistics of a batch of rollouts that both algorithms log (0-dim tensors on the device).
 
-    rewards, advantages: (N,); response_mask: (N, T). With ``group_size`` K, also the mean std of the
-    rewards within each group of K replies to one prompt (``reward/group_std``).
+    rewards: (N,); advantages: (N,) or the real tokens' advantages; ``generation`` holds the N replies.
+    ``response/distinct`` is the share of replies that no other reply of the batch repeats token for
+    token: it falls toward 1/N when the policy collapses onto one stock reply. With ``group_size`` K,
+    also the mean std of the rewards within each group of K replies to one prompt (``reward/group_std``).
     """
+    mask = generation.response_mask
+    replies = generation.response_ids.masked_fill(mask == 0, -1)  # (N, T): padding after EOS made equal
     stats = {
         "reward/mean": rewards.mean(),
         "reward/std": rewards.std(),
         "adv/mean": advantages.mean(),
         "adv/std": advantages.std(),
-        "response/length": response_mask.sum(dim=1).float().mean(),
+        "response/length": mask.sum(dim=1).float().mean(),
+        "response/distinct": torch.tensor(len(torch.unique(replies, dim=0)) / len(replies), device=rewards.device),
     }
     if group_size:
         stats["reward/group_std"] = rewards.view(-1, group_size).std(dim=1).mean()
@@ -141,6 +152,16 @@ class RunLogger:
         self.rewards_seen: list[float] = []
         self.steps_done = 0
         self._bar: tqdm | None = None
+        self._phase_seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the wall time of the ``with`` body to this step's ``time/<phase>_s``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._phase_seconds[phase] = self._phase_seconds.get(phase, 0.0) + time.perf_counter() - start
 
     def steps(self) -> Iterator[int]:
         """1, 2, ..., num_steps, behind a progress bar that :meth:`log` updates."""
@@ -156,8 +177,9 @@ class RunLogger:
         values = torch.stack([v.detach().float() for v in metrics.values()]).tolist()  # one copy to the host
         scalars = dict(zip(metrics, values))
         now = time.time()
-        scalars.update({"time/step_s": now - self._last_time, "time/elapsed_s": now - self.start_time})
-        self._last_time = now
+        phases = {f"time/{phase}_s": seconds for phase, seconds in self._phase_seconds.items()}
+        scalars.update({"time/step_s": now - self._last_time, **phases, "time/elapsed_s": now - self.start_time})
+        self._last_time, self._phase_seconds = now, {}
         self.rewards_seen.append(scalars["reward/mean"])
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)

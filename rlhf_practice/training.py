@@ -29,6 +29,7 @@ import torch
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES, build_prompt_dataloader, infinite_batches
+from rlhf_practice.decoding import static_cache_support
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import RuleBasedReward, build_reward
@@ -38,14 +39,14 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
-def seed_everything(seed: int, device: torch.device) -> None:
-    """Seed Python, NumPy and torch. On a CPU also ask torch for deterministic kernels, so that the
-    same seed gives the same metrics.csv; on CUDA speed wins (some kernels there are not deterministic)."""
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch. On a CPU the same seed then gives the same metrics.csv
+    (tests/test_scripts.py checks it): the kernels a run uses there are deterministic. We do not call
+    ``torch.use_deterministic_algorithms``: it imports torch's compiler stack, over a second of
+    start-up, and on CUDA it would cost speed."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -149,6 +150,7 @@ class TrainingRun:
     prompts: Iterator[dict]
     reward_fn: RuleBasedReward
     logger: RunLogger
+    decoding: str = "hf"  # "static" or "hf": config.decoding resolved by resolve_decoding
 
     def next_prompts(self) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts."""
@@ -159,16 +161,18 @@ class TrainingRun:
         """Sample one reply per prompt row with the config's sampling settings."""
         c = self.config
         try:
-            return self.policy.generate(
-                input_ids,
-                attention_mask,
-                self.tokenizer,
-                max_new_tokens=c.max_new_tokens,
-                temperature=c.temperature,
-                top_k=c.top_k,
-                top_p=c.top_p,
-                mixed_precision=c.mixed_precision,
-            )
+            with self.logger.timed("generate"):
+                return self.policy.generate(
+                    input_ids,
+                    attention_mask,
+                    self.tokenizer,
+                    max_new_tokens=c.max_new_tokens,
+                    temperature=c.temperature,
+                    top_k=c.top_k,
+                    top_p=c.top_p,
+                    mixed_precision=c.mixed_precision,
+                    decoding=self.decoding,
+                )
         except RuntimeError as err:
             if "inf" not in str(err) and "nan" not in str(err):
                 raise
@@ -179,8 +183,9 @@ class TrainingRun:
 
     def score_replies(self, generation: Generation) -> tuple[list[str], torch.Tensor]:
         """The decoded replies (up to their first EOS) and their rewards, (N,) float32 on the device."""
-        replies = generation.decode(self.tokenizer)
-        return replies, self.reward_fn(replies).to(self.device)
+        with self.logger.timed("score"):
+            replies = generation.decode(self.tokenizer)
+            return replies, self.reward_fn(replies).to(self.device)
 
     def _save_policy(self, folder: Path) -> Path:
         """Write the policy and tokenizer to ``folder``/policy atomically: a partial save never has that name."""
@@ -204,7 +209,9 @@ class TrainingRun:
         for sig in previous:
             signal.signal(sig, lambda *_: print("\nsaving; please wait until it is done.", file=sys.stderr))
         try:
-            extra = {"peak_memory_mb": peak_memory_mb(self.device)}
+            extra = {"peak_memory_mb": peak_memory_mb(self.device), "decoding": self.decoding}
+            if self.decoding == "static":
+                extra["decode_capture_s"] = round(self.policy.static_decoder().capture_seconds, 3)
 
             def save_to(folder: Path) -> None:
                 if outcome != "failed":
@@ -251,7 +258,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     check_writable(Path(config.run_dir))
     work_offline_unless_hub_answers([config.model.model_name, config.data.dataset_name])
 
-    seed_everything(config.seed, device)
+    seed_everything(config.seed)
     tokenizer = load_tokenizer(config.model.model_name)
     if config.top_k > len(tokenizer):
         raise ConfigError(f"top_k={config.top_k} exceeds the vocabulary ({len(tokenizer)} tokens); use 0 for no limit.")
@@ -272,8 +279,25 @@ def start_run(config: TrainConfig) -> TrainingRun:
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )
+    decoding, how = resolve_decoding(config.decoding, policy)
+    print(f"sampling: {how}", file=sys.stderr)
     reward_fn = build_reward(config.reward)
-    return TrainingRun(config, impl, device, tokenizer, policy, infinite_batches(loader), reward_fn, logger)
+    return TrainingRun(config, impl, device, tokenizer, policy, infinite_batches(loader), reward_fn, logger, decoding)
+
+
+def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str]:
+    """``config.decoding`` -> ("static" or "hf", a few words on which and why, for the start-up line)."""
+    unsupported = static_cache_support(policy.lm)
+    if requested == "hf":
+        return "hf", "Hugging Face generate (--decoding hf)"
+    if unsupported:
+        if requested == "static":
+            raise ConfigError(f"decoding='static': {unsupported}; use --decoding hf (or auto).")
+        return "hf", f"Hugging Face generate ({unsupported})"
+    on_cuda = policy.device.type == "cuda"
+    if requested == "auto" and not on_cuda:
+        return "hf", "Hugging Face generate (on a CPU; --decoding static for the static KV cache)"
+    return "static", "static KV cache" + (" + CUDA graph" if on_cuda else "")
 
 
 @contextmanager

@@ -1,18 +1,28 @@
 """Run one of TASKS.md's experiments over several seeds and print its table (median [min, max]).
 
+    python scripts/experiments.py clip               # §2.4: ppo_clip_range 0.1 / 0.2 / 0.3
+    python scripts/experiments.py epochs             # checkpoint 2: 8 epochs with clip 0.9, no brake
+    python scripts/experiments.py ppo_vs_grpo        # §4: the two default runs, reply length included
+    python scripts/experiments.py hacking            # checkpoint 4: what the replies turn into (reward hacking)
+    python scripts/experiments.py kl_coef            # §5.4: the sequence-level KL term, 0 / 0.05 / 0.5
+    python scripts/experiments.py short_penalty      # §5.1: a reward term against short replies
     python scripts/experiments.py levels             # checkpoint 7: sequence- vs token-level PPO
     python scripts/experiments.py loss_type          # checkpoint 8: GRPO-clip's three normalizations
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
-    python scripts/experiments.py levels --seeds 0 1 2 --impl answer --extra --num_steps 20
+    python scripts/experiments.py clip --seeds 0 1 2 3 4 --impl answer --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
-otherwise), in a temporary folder. The figures are read from the runs' metrics: "final" is the mean
-of the last 10 % of steps, "gain" is final minus the mean of the first 10 %. Nothing here is a test.
+otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
+"final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus first,
+"max" the largest value of any step, "mean" the mean over all steps. "Positive words per reply" counts
+the reward's positive words (after negation) in the replies that samples.jsonl holds. Nothing here
+is a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -22,32 +32,99 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
-# name: [(row label, algorithm, flags)]
-EXPERIMENTS = {
-    "levels": [
-        ("PPO --level sequence", "ppo", []),
-        ("PPO --level token", "ppo", ["--level", "token"]),
-    ],
-    "loss_type": [
-        (f"GRPO-clip --loss_type {loss_type}", "grpo", ["--level", "token", "--loss_type", loss_type])
-        for loss_type in ("grpo", "dapo", "dr_grpo")
-    ],
-    "kl_ref": [
-        ("PPO token --beta 0", "ppo", ["--level", "token", "--beta", "0"]),
-        ("PPO token --beta 0.2", "ppo", ["--level", "token", "--beta", "0.2"]),
-    ],
-}
-# column: (tag, how) -- how is "final", "gain" or "reach" (first step with reward/mean >= 0.8)
+# column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with reward/mean >=
+# 0.8), "reach_s" (seconds until then) or "wall" (the run's wall time)
 COLUMNS = {
+    "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
     "final reward": ("reward/mean", "final"),
     "steps to 0.8": ("reward/mean", "reach"),
+    "seconds to 0.8": ("reward/mean", "reach_s"),
+    "mean ppo/clip_frac": ("ppo/clip_frac", "mean"),
+    "max kl/k3": ("kl/k3", "max"),
+    "max ppo/ratio_mean": ("ppo/ratio_mean", "max"),
     "final kl/ref": ("kl/ref", "final"),
     "final policy/entropy": ("policy/entropy", "final"),
+    "first response/length": ("response/length", "first"),
     "final response/length": ("response/length", "final"),
+    "final response/distinct": ("response/distinct", "final"),
+    "positive words per reply, first 10 %": ("", "samples_first"),
+    "positive words per reply, last 10 %": ("", "samples_final"),
     "wall s": ("", "wall"),
+}
+EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
+SPEED = ["reward gain", "final reward", "steps to 0.8"]
+DRIFT = ["final policy/entropy", "final response/distinct", "final response/length"]
+
+# name: ([(row label, algorithm, flags)], columns)
+EXPERIMENTS = {
+    "clip": (
+        [(f"PPO --ppo_clip_range {c}", "ppo", ["--ppo_clip_range", c]) for c in ("0.1", "0.2", "0.3")],
+        [*SPEED, "mean ppo/clip_frac", "max kl/k3", "wall s"],
+    ),
+    "epochs": (
+        [
+            ("PPO (4 epochs, clip 0.2)", "ppo", []),
+            ("PPO --ppo_epochs 8 --ppo_clip_range 0.9", "ppo", ["--ppo_epochs", "8", "--ppo_clip_range", "0.9"]),
+            (
+                "PPO --ppo_epochs 8 --ppo_clip_range 0.9 --learning_rate 1e-3",
+                "ppo",
+                ["--ppo_epochs", "8", "--ppo_clip_range", "0.9", "--learning_rate", "1e-3"],
+            ),
+        ],
+        [*SPEED, "max kl/k3", "max ppo/ratio_mean", *DRIFT, "wall s"],
+    ),
+    "ppo_vs_grpo": (
+        [("PPO", "ppo", []), ("GRPO", "grpo", [])],
+        [*SPEED, "seconds to 0.8", *DRIFT, "wall s"],
+    ),
+    "hacking": (
+        [("PPO", "ppo", EVERY_REPLY), ("GRPO", "grpo", EVERY_REPLY)],
+        [
+            "final reward",
+            "positive words per reply, first 10 %",
+            "positive words per reply, last 10 %",
+            "final response/distinct",
+            "final policy/entropy",
+            "wall s",
+        ],
+    ),
+    "kl_coef": (
+        [(f"PPO --kl_coef {c}", "ppo", ["--kl_coef", c]) for c in ("0", "0.05", "0.5")],
+        [*SPEED, "max kl/k3", *DRIFT, "wall s"],
+    ),
+    "short_penalty": (
+        [
+            ("PPO", "ppo", []),
+            (
+                "PPO --reward.short_penalty_weight 0.5 --reward.short_min_words 6",
+                "ppo",
+                ["--reward.short_penalty_weight", "0.5", "--reward.short_min_words", "6"],
+            ),
+        ],
+        ["first reward", "final reward", "first response/length", "final response/length", "wall s"],
+    ),
+    "levels": (
+        [("PPO --level sequence", "ppo", []), ("PPO --level token", "ppo", ["--level", "token"])],
+        [*SPEED, "final kl/ref", *DRIFT, "wall s"],
+    ),
+    "loss_type": (
+        [
+            (f"GRPO-clip --loss_type {loss_type}", "grpo", ["--level", "token", "--loss_type", loss_type])
+            for loss_type in ("grpo", "dapo", "dr_grpo")
+        ],
+        [*SPEED, "final kl/ref", *DRIFT, "wall s"],
+    ),
+    "kl_ref": (
+        [
+            ("PPO token --beta 0", "ppo", ["--level", "token", "--beta", "0"]),
+            ("PPO token --beta 0.2", "ppo", ["--level", "token", "--beta", "0.2"]),
+        ],
+        [*SPEED, "final kl/ref", *DRIFT, "wall s"],
+    ),
 }
 
 
@@ -59,16 +136,29 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
         if proc.returncode != 0:
             sys.exit(f"{' '.join(command[1:])} failed: {proc.stderr.strip().splitlines()[-1:]}")
         run = load_run(Path(tmp) / "run")
+        samples = [json.loads(line) for line in (Path(tmp) / "run/samples.jsonl").read_text().splitlines()]
     figures: dict[str, float | None] = {}
+    positive = {}  # step -> positive words per reply, over the replies samples.jsonl holds for that step
+    for sample in samples:
+        positive.setdefault(sample["step"], []).append(sentiment_polarities(sample["reply"]).count(1))
+    per_step = [sum(v) / len(v) for _, v in sorted(positive.items())]
+    reached = run.first_reaching(0.8)
     for column, (tag, how) in COLUMNS.items():
         values = run.metrics.get(tag, [])
         if how == "wall":
             figures[column] = run.wall_seconds()
-        elif how == "reach":
-            reached = run.first_reaching(0.8)
-            figures[column] = None if reached is None else reached[0]
+        elif how in ("samples_first", "samples_final"):
+            figures[column] = final_mean(per_step[:: -1 if how == "samples_first" else 1]) if per_step else None
+        elif how in ("reach", "reach_s"):
+            figures[column] = None if reached is None else reached[how == "reach_s"]
         elif not values:
             figures[column] = None
+        elif how == "max":
+            figures[column] = max(values)
+        elif how == "mean":
+            figures[column] = sum(values) / len(values)
+        elif how == "first":
+            figures[column] = final_mean(values[::-1])
         else:
             figures[column] = final_mean(values) - (final_mean(values[::-1]) if how == "gain" else 0.0)
     return figures
@@ -91,17 +181,18 @@ def main() -> None:
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
 
+    runs_spec, columns = EXPERIMENTS[args.experiment]
     rows = []
-    for label, algorithm, flags in EXPERIMENTS[args.experiment]:
+    for label, algorithm, flags in runs_spec:
         runs = []
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
             runs.append(run_once(algorithm, flags, seed, args.impl, args.extra))
-        rows.append([label, *(_cell([r[c] for r in runs]) for c in COLUMNS)])
+        rows.append([label, *(_cell([r[c] for r in runs]) for c in columns)])
     seeds = ", ".join(map(str, args.seeds))
     print(f"{args.experiment}: median [min, max] over seeds {seeds}\n")
-    print("| run | " + " | ".join(COLUMNS) + " |")
-    print("|---" * (len(COLUMNS) + 1) + "|")
+    print("| run | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 

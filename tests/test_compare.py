@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlhf_practice.compare import find_runs, main, smooth
+from rlhf_practice.modeling import Generation
 from rlhf_practice.tracking import final_mean, load_run, mean_metrics, rollout_stats
 
 
@@ -68,7 +69,13 @@ def test_metric_helpers() -> None:
     stats = [{"a": torch.tensor(1.0), "b": torch.tensor(2.0)}, {"a": torch.tensor(3.0), "b": torch.tensor(2.0)}]
     assert {k: v.item() for k, v in mean_metrics(stats).items()} == {"a": 2.0, "b": 2.0}
     rewards = torch.tensor([1.0, 0.0, 0.5, 0.5])
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
-    out = rollout_stats(rewards, rewards - 0.5, mask, group_size=2)
-    assert out["response/length"].item() == 2.25 and out["adv/mean"].item() == 0.0
+    # Rows 0 and 1 are the same reply "5 EOS" (EOS = 0); they differ only after it. Row 3 repeats row 2.
+    replies = torch.tensor([[5, 0, 7], [5, 0, 3], [5, 6, 4], [5, 6, 4]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    generation = Generation(torch.cat([torch.ones(4, 2).long(), replies], 1), torch.ones(4, 5), mask, 2)
+    out = rollout_stats(rewards, rewards - 0.5, generation, group_size=2)
+    assert out["response/length"].item() == 2.5 and out["adv/mean"].item() == 0.0
+    assert out["response/distinct"].item() == 0.5  # two different replies among four
+    generation.sequences[3, 4] = 9
+    assert rollout_stats(rewards, rewards, generation)["response/distinct"].item() == 0.75
     assert out["reward/group_std"].item() == pytest.approx((0.5**0.5 + 0.0) / 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import runpy
 import subprocess
@@ -77,6 +78,7 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     undocumented = sorted(columns - {"step"} - _readme_tags())
     assert not undocumented, f"README.md's tag table does not explain {undocumented}"
     assert (required - {"time/step_s"}) <= set(rows[0]), "metrics.csv lacks columns"
+    assert {"time/step_s", "time/generate_s", "time/score_s"} <= columns, "timing.csv lacks the phases of a step"
     nan_ok = {"value/explained_variance"}  # NaN on a step whose rewards were all equal, as in CleanRL
     assert all(float(v) == float(v) for r in rows for k, v in r.items() if k not in nan_ok), "NaN in metrics.csv"
 
@@ -122,9 +124,17 @@ def test_token_level_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str, working_impl: str) -> None:
-    runs = [run_script(algorithm, tmp_path, "--impl", working_impl, "--seed", "3", name=f"r{i}")[2] for i in range(2)]
-    first, second = (_metrics(run) for run in runs)
+    """The same seed twice gives the same metrics.csv; so does sampling with the static KV cache
+    (--decoding static, the GPU's default path) instead of Hugging Face generate."""
+    runs = [
+        run_script(algorithm, tmp_path, "--impl", working_impl, "--seed", "3", "--decoding", decoding, name=f"r{i}")[2]
+        for i, decoding in enumerate(["hf", "hf", "static"])
+    ]
+    first, second, static = (_metrics(run) for run in runs)
     assert first == second
+    assert static == first, "--decoding static sampled other replies than --decoding hf"
+    summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
+    assert [s["decoding"] for s in summaries] == ["hf", "hf", "static"] and summaries[2]["decode_capture_s"] == 0
 
 
 STUB = 'def compute_advantages(*args, **kwargs):\n    raise NotImplementedError("compute_advantages is not implemented yet: see TASKS.md §1.2.")\n'
@@ -261,10 +271,24 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
 
 
 def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
-    """scripts/experiments.py (TASKS.md checkpoints 7-9), on two tiny steps per run."""
+    """scripts/experiments.py (the tables of TASKS.md's experiments), on two tiny steps per run."""
     tiny = ["--num_steps", "2", "--train_batch_size", "8", "--max_new_tokens", "6", "--device", "cpu"]
     command = [sys.executable, "scripts/experiments.py", "kl_ref", "--seeds", "0", "--impl", working_token_impl]
     proc = subprocess.run([*command, "--extra", *tiny], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("| run |"))
+    assert "final kl/ref" in header and "final response/distinct" in header, header
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| PPO token --beta")]
-    assert len(rows) == 2 and all(row.count("|") == 9 for row in rows), proc.stdout
+    assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), proc.stdout
+
+
+def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path) -> None:
+    """TRL is a benchmark-only dependency: without it, --against-trl says how to get it, before running anything."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nsys.modules['trl'] = None  # import trl raises ImportError; find_spec says None\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    command = [sys.executable, "scripts/benchmark.py", "--against-trl", "--extra", "--num_steps", "1"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        "error: --against-trl needs TRL, a benchmark-only dependency: pip install trl==1.16.0"
+    ), proc.stderr

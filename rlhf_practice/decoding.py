@@ -1,0 +1,230 @@
+"""Fast sampling for GPT-2 models: a pre-allocated (static) KV cache, and on CUDA a captured decode step.
+
+Hugging Face's ``generate`` grows its KV cache by concatenation and launches a few hundred small
+kernels per new token from Python; on a GPU the launches, not the arithmetic, set the pace.
+:class:`StaticCacheDecoder` does the same sampling with
+
+- one K and one V buffer per layer, (B, heads, S, head_dim) with S = prompt width + max_new_tokens,
+  allocated once per shape and written in place (``index_copy_``), so every decode step has the
+  same shapes and the same tensor addresses;
+- on CUDA, that step recorded once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed for each
+  new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
+  in :attr:`StaticCacheDecoder.capture_seconds`.
+
+It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
+weights as training updates them in place. The sampler is the one ``generate`` uses (temperature,
+then top-k, then top-p, then ``torch.multinomial``) and it stops when every row has ended, so under
+the same seed both paths draw the same random numbers: the tests compare them token for token on
+the CPU, where this file runs eagerly.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PROMPT_WIDTH_MULTIPLE = 8
+"""Prompts are left-padded inside the decoder to a multiple of this, so that batches whose longest
+prompt differs by a token or two share one captured graph."""
+
+
+def static_cache_support(lm: nn.Module) -> str | None:
+    """None if ``lm`` can use :class:`StaticCacheDecoder`, else why not (one short phrase)."""
+    config = getattr(lm, "config", None)
+    if getattr(config, "model_type", None) != "gpt2" or not hasattr(lm, "transformer"):
+        return f"the static-cache path supports GPT-2 models only, not {getattr(config, 'model_type', type(lm).__name__)!r}"
+    if config.add_cross_attention or config.reorder_and_upcast_attn:
+        return "the static-cache path does not support cross-attention or reorder_and_upcast_attn"
+    return None
+
+
+def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
+    divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
+    ``top_p`` of the probability (1.0 = all), then one ``torch.multinomial`` draw per row."""
+    scores = logits if temperature == 1.0 else logits / temperature
+    if top_k:
+        kth_largest = torch.topk(scores, min(top_k, scores.shape[-1]))[0][..., -1, None]
+        scores = scores.masked_fill(scores < kth_largest, -float("inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False)
+        drop_sorted = sorted_scores.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        drop_sorted[..., -1:] = False  # always keep the most likely token
+        scores = scores.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
+    return torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+
+
+class StaticCacheDecoder:
+    """Samples replies from a GPT-2 ``lm`` with a static KV cache (and CUDA graphs on CUDA).
+
+    ``use_cuda_graph`` (default: on when the model is on CUDA) records the decode step once per
+    batch shape and replays it; set it False to run every step eagerly (what the CPU always does).
+    """
+
+    def __init__(self, lm: nn.Module, use_cuda_graph: bool | None = None):
+        reason = static_cache_support(lm)
+        if reason is not None:
+            raise ValueError(reason)
+        self.lm = lm
+        self.blocks = lm.transformer.h
+        config = lm.config
+        self.num_heads = config.n_head
+        self.head_dim = config.n_embd // config.n_head
+        self.use_cuda_graph = lm.device.type == "cuda" if use_cuda_graph is None else use_cuda_graph
+        self.capture_seconds = 0.0
+        self._graphs: dict[tuple, _CapturedStep] = {}
+
+    # ------------------------------------------------------------------------- the model, one call
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache_index: torch.Tensor,
+        key_mask: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+    ) -> torch.Tensor:
+        """Run ``input_ids`` (B, n) at cache columns ``cache_index`` (n,); return float32 logits of
+        the last position (B, V). ``key_mask`` (B, 1, n, S) says which cached keys each position sees;
+        ``keys``/``values`` are the per-layer buffers (B, heads, S, head_dim), written in place."""
+        transformer = self.lm.transformer
+        x = transformer.wte(input_ids) + transformer.wpe(positions)  # (B, n, H)
+        batch, n = input_ids.shape
+        for block, k_cache, v_cache in zip(self.blocks, keys, values):
+            attn = block.attn
+            q, k, v = attn.c_attn(block.ln_1(x)).split(attn.split_size, dim=2)  # (B, n, H) each
+            q, k, v = (t.view(batch, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+            k_cache.index_copy_(2, cache_index, k.to(k_cache.dtype))
+            v_cache.index_copy_(2, cache_index, v.to(v_cache.dtype))
+            out = F.scaled_dot_product_attention(q, k_cache, v_cache, key_mask, scale=attn.scaling)  # (B, heads, n, d)
+            x = x + attn.c_proj(out.transpose(1, 2).reshape(batch, n, -1))
+            x = x + block.mlp(block.ln_2(x))
+        return self.lm.lm_head(transformer.ln_f(x[:, -1])).float()  # (B, V)
+
+    # ------------------------------------------------------------------------- sampling
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        max_new_tokens: int,
+        eos_token_id: int,
+        pad_token_id: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        mixed_precision: bool = True,
+    ) -> torch.Tensor:
+        """Prompt (B, P) left-padded, plus up to ``max_new_tokens`` sampled ids: LongTensor (B, P + n).
+
+        As ``generate``: a row that has produced EOS continues with ``pad_token_id``, and sampling
+        stops when every row has ended (n <= max_new_tokens). With ``mixed_precision`` on CUDA the
+        model runs in bfloat16 autocast and the cache holds bfloat16; on a CPU everything is float32.
+        """
+        batch, prompt_width = input_ids.shape
+        extra = -prompt_width % PROMPT_WIDTH_MULTIPLE  # left padding added inside, removed at the end
+        ids = F.pad(input_ids, (extra, 0), value=pad_token_id)
+        mask = F.pad(attention_mask.long(), (extra, 0), value=0)
+        width = ids.shape[1]
+        total = width + max_new_tokens  # S: cache columns
+        device = ids.device
+        bf16 = mixed_precision and device.type == "cuda"
+        # The autocast cache is off: cast weights made while recording would be freed after it.
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if bf16 else nullcontext()
+        cache_shape = (batch, self.num_heads, total, self.head_dim)
+        cache_dtype = torch.bfloat16 if bf16 else self.lm.transformer.wte.weight.dtype
+
+        # Which cached key each query position may see: real earlier tokens, and itself (so that a
+        # padding position has one key and its softmax stays finite; nothing real attends to it).
+        key_real = torch.cat([mask.bool(), torch.ones(batch, max_new_tokens, dtype=torch.bool, device=device)], 1)
+        columns = torch.arange(total, device=device)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P'), as the scoring pass numbers them
+        next_position = positions[:, -1:] + 1  # (B, 1)
+
+        with autocast:
+            graph = self._graph_for(cache_shape, cache_dtype) if self.use_cuda_graph else None
+            if graph is not None:
+                keys, values = graph.keys, graph.values
+            else:
+                keys = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in self.blocks]
+                values = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in self.blocks]
+            prefill_mask = (columns[None, :] <= torch.arange(width, device=device)[:, None])[None] & key_real[:, None]
+            prefill_mask |= (columns[None, :] == torch.arange(width, device=device)[:, None])[None]
+            logits = self._forward(ids, positions, columns[:width], prefill_mask[:, None], keys, values)
+
+            unfinished = torch.ones(batch, dtype=torch.bool, device=device)
+            new_tokens = []
+            for step in range(max_new_tokens):
+                token = sample_next_token(logits, temperature, top_k, top_p)
+                token = torch.where(unfinished, token, torch.full_like(token, pad_token_id))
+                new_tokens.append(token)
+                unfinished &= token != eos_token_id
+                if step == max_new_tokens - 1 or not unfinished.any():
+                    break
+                index = columns[width + step : width + step + 1]  # (1,): the cache column of this token
+                step_mask = (key_real & (columns <= width + step))[:, None, None]  # (B, 1, 1, S)
+                if graph is not None:
+                    logits = graph.run(token[:, None], next_position + step, index, step_mask)
+                else:
+                    logits = self._forward(token[:, None], next_position + step, index, step_mask, keys, values)
+        return torch.cat([input_ids, torch.stack(new_tokens, dim=1)], dim=1)
+
+    def _graph_for(self, cache_shape: tuple[int, ...], cache_dtype: torch.dtype) -> _CapturedStep | None:
+        """The captured step for this cache shape (recorded on first use); None if recording fails."""
+        key = (cache_shape, cache_dtype)
+        if key not in self._graphs:
+            start = time.perf_counter()
+            try:
+                self._graphs[key] = _CapturedStep(self, cache_shape, cache_dtype)
+            except RuntimeError as err:  # e.g. an op this torch build cannot record: decode eagerly instead
+                first_line = (str(err).splitlines() or [type(err).__name__])[0]
+                print(
+                    f"note: recording the decode step as a CUDA graph failed ({first_line}); decoding eagerly.",
+                    file=sys.stderr,
+                )
+                self.use_cuda_graph = False
+                return None
+            finally:
+                self.capture_seconds += time.perf_counter() - start
+        return self._graphs[key]
+
+
+class _CapturedStep:
+    """One decode step of a fixed batch shape, recorded as a CUDA graph over static input buffers."""
+
+    def __init__(self, decoder: StaticCacheDecoder, cache_shape: tuple[int, ...], cache_dtype: torch.dtype):
+        batch, _, total, _ = cache_shape
+        device = decoder.lm.device
+        self.keys = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in decoder.blocks]
+        self.values = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in decoder.blocks]
+        self.token = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.position = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.index = torch.zeros(1, dtype=torch.long, device=device)
+        self.mask = torch.zeros(batch, 1, 1, total, dtype=torch.bool, device=device)
+        self.mask[..., 0] = True
+        args = (self.token, self.position, self.index, self.mask, self.keys, self.values)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # warm-up runs outside the graph, as CUDA graphs require
+            for _ in range(2):
+                decoder._forward(*args)
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = decoder._forward(*args)
+
+    def run(self, token: torch.Tensor, position: torch.Tensor, index: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        self.token.copy_(token)
+        self.position.copy_(position)
+        self.index.copy_(index)
+        self.mask.copy_(mask)
+        self.graph.replay()
+        return self.logits.clone()

@@ -1,0 +1,128 @@
+"""The static-cache sampler (rlhf_practice/decoding.py) against Hugging Face generate, on the CPU (not graded).
+
+On CUDA the same decode step is replayed as a CUDA graph; here it runs eagerly, so these tests check
+the arithmetic and the sampling that the GPU path uses.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from rlhf_practice.decoding import StaticCacheDecoder, static_cache_support
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+from rlhf_practice.training import resolve_decoding
+
+# Prompts of 1 to 9 tokens (left padding of several widths); two are whole short reviews, so that
+# some replies end with EOS after a token or two.
+PROMPTS = [
+    "The plot",
+    "I watched this film last week with my",
+    "What a",
+    "It is one of the worst musical",
+    "Great",
+    "The acting is really wonderful. 9 out of 10.",
+    "Skip this one.",
+    "David Webb is",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tokenizer = load_tokenizer("tiny")
+    policy = PolicyValueModel.from_pretrained("tiny")
+    batch = tokenizer(PROMPTS * 3, return_tensors="pt", padding=True)
+    return tokenizer, policy, batch["input_ids"], batch["attention_mask"]
+
+
+def _both(tiny, seed: int = 0, **sampling):
+    tokenizer, policy, ids, mask = tiny
+    out = {}
+    for decoding in ("hf", "static"):
+        torch.manual_seed(seed)
+        generation = policy.generate(ids, mask, tokenizer, max_new_tokens=12, decoding=decoding, **sampling)
+        out[decoding] = (generation, torch.rand(3))  # the draw after it: both used the random stream alike
+    return out["hf"], out["static"]
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [{}, {"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.8}, {"temperature": 1.3, "top_k": 50, "top_p": 0.9}],
+    ids=["plain", "temperature", "top_k", "top_p", "all_three"],
+)
+def test_same_samples_masks_and_logprobs_as_generate(tiny, sampling) -> None:
+    (hf, hf_after), (static, static_after) = _both(tiny, seed=3, **sampling)
+    assert hf.sequences.shape == static.sequences.shape
+    assert torch.equal(hf.sequences, static.sequences), "the static cache sampled other tokens than generate"
+    assert torch.equal(hf.response_mask, static.response_mask) and torch.equal(hf.attention_mask, static.attention_mask)
+    assert torch.equal(hf_after, static_after), "the two paths consumed the random stream differently"
+    policy = tiny[1]
+    with torch.no_grad():
+        assert torch.equal(policy.evaluate_sequences(hf).logprobs, policy.evaluate_sequences(static).logprobs)
+
+
+def test_greedy_matches_generate_without_sampling(tiny) -> None:
+    """top_k = 1 leaves one token to draw: the static path then decodes greedily, as do_sample=False does."""
+    tokenizer, policy, ids, mask = tiny
+    greedy = policy.lm.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        do_sample=False,
+        max_new_tokens=12,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    static = StaticCacheDecoder(policy.lm).generate(
+        ids, mask, max_new_tokens=12, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, top_k=1
+    )
+    assert torch.equal(greedy, static)
+
+
+def test_finished_rows_stop_and_sampling_stops_when_all_have_ended(tiny) -> None:
+    tokenizer, policy, ids, mask = tiny
+    seen_early_end = False
+    for seed in range(4):
+        _, (static, _) = _both(tiny, seed=seed)
+        replies, lengths = static.response_ids, static.response_mask.sum(dim=1).long()
+        for row, length in zip(replies, lengths):
+            if length < replies.shape[1]:
+                seen_early_end = True
+                assert row[length - 1] == tokenizer.eos_token_id
+                assert (row[length:] == tokenizer.pad_token_id).all(), "tokens after EOS must be padding"
+        assert replies.shape[1] == lengths.max(), "sampling went on after every row had ended"
+    assert seen_early_end, "no reply ended early: the test prompts no longer exercise EOS"
+    one_row = StaticCacheDecoder(policy.lm)
+    torch.manual_seed(0)
+    short = one_row.generate(ids[5:6], mask[5:6], max_new_tokens=12, eos_token_id=0, pad_token_id=1, top_k=1)
+    assert short.shape[1] < ids.shape[1] + 12  # a finished review: greedy says EOS soon, and the loop stops
+
+
+def test_prompt_width_a_multiple_of_eight_and_not(tiny) -> None:
+    tokenizer, policy, _, _ = tiny
+    for texts in (["The plot is"], ["I watched this film last week with my kids and", "Great"]):
+        batch = tokenizer(texts, return_tensors="pt", padding=True)
+        runs = []
+        for decoding in ("hf", "static"):
+            torch.manual_seed(1)
+            runs.append(
+                policy.generate(
+                    batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=6, decoding=decoding
+                )
+            )
+        assert torch.equal(runs[0].sequences, runs[1].sequences)
+
+
+def test_which_path_a_run_uses(tiny) -> None:
+    policy = tiny[1]
+    assert resolve_decoding("auto", policy)[0] == "hf"  # the CPU keeps generate
+    assert resolve_decoding("static", policy) == ("static", "static KV cache")
+    assert resolve_decoding("hf", policy)[0] == "hf"
+    other = types.SimpleNamespace(lm=types.SimpleNamespace(config=types.SimpleNamespace(model_type="llama")))
+    assert "GPT-2 models only" in static_cache_support(other.lm)
+    decoding, how = resolve_decoding("auto", other)
+    assert decoding == "hf" and "GPT-2 models only, not 'llama'" in how
+    with pytest.raises(ConfigError, match="decoding='static'.*--decoding hf"):
+        resolve_decoding("static", other)
