@@ -30,6 +30,7 @@ and their ratio. Nothing here is a test: it prints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -190,7 +191,8 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
         processing_class=tokenizer,
         callbacks=[StepTimer()],
     )
-    trainer.train()
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its own summary; stdout is our JSON
+        trainer.train()
     later = step_times[1:] or step_times
     return {
         "trl_version": trl.__version__,
