@@ -99,8 +99,8 @@ def rollout_stats(
     """The statistics of a batch of rollouts that both algorithms log (0-dim tensors on the device).
 
     rewards: (N,); advantages: (N,) or the real tokens' advantages; ``generation`` holds the N replies.
-    ``response/distinct`` is the share of replies that no other reply of the batch repeats token for
-    token: it falls toward 1/N when the policy collapses onto one stock reply. With ``group_size`` K,
+    ``response/distinct`` is the number of different replies (compared token for token up to EOS)
+    divided by N: 1 when no two are alike, toward 1/N when the policy collapses onto one stock reply. With ``group_size`` K,
     also the mean std of the rewards within each group of K replies to one prompt (``reward/group_std``).
     """
     mask = generation.response_mask
