@@ -43,6 +43,16 @@ def static_cache_support(lm: nn.Module) -> str | None:
     return None
 
 
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> list:
+    """One zero buffer of ``shape`` per transformer block: the K (or V) cache of every layer."""
+    return [torch.zeros(shape, dtype=dtype, device=device) for _ in blocks]
+
+
 def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
@@ -146,7 +156,7 @@ class StaticCacheDecoder:
         # padding position has one key and its softmax stays finite; nothing real attends to it).
         key_real = torch.cat([mask.bool(), torch.ones(batch, max_new_tokens, dtype=torch.bool, device=device)], 1)
         columns = torch.arange(total, device=device)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P'), as the scoring pass numbers them
+        positions = position_ids_from_mask(mask)  # (B, P'), as the scoring pass numbers them
         next_position = positions[:, -1:] + 1  # (B, 1)
 
         with autocast:
@@ -154,10 +164,10 @@ class StaticCacheDecoder:
             if graph is not None:
                 keys, values = graph.keys, graph.values
             else:
-                keys = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in self.blocks]
-                values = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in self.blocks]
-            prefill_mask = (columns[None, :] <= torch.arange(width, device=device)[:, None])[None] & key_real[:, None]
-            prefill_mask |= (columns[None, :] == torch.arange(width, device=device)[:, None])[None]
+                keys = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
+                values = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
+            rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt
+            prefill_mask = (columns <= rows)[None] & key_real[:, None] | (columns == rows)[None]  # (B, P', S)
             logits = self._forward(ids, positions, columns[:width], prefill_mask[:, None], keys, values)
 
             unfinished = torch.ones(batch, dtype=torch.bool, device=device)
@@ -203,8 +213,8 @@ class _CapturedStep:
     def __init__(self, decoder: StaticCacheDecoder, cache_shape: tuple[int, ...], cache_dtype: torch.dtype):
         batch, _, total, _ = cache_shape
         device = decoder.lm.device
-        self.keys = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in decoder.blocks]
-        self.values = [torch.zeros(cache_shape, dtype=cache_dtype, device=device) for _ in decoder.blocks]
+        self.keys = _empty_cache(decoder.blocks, cache_shape, cache_dtype, device)
+        self.values = _empty_cache(decoder.blocks, cache_shape, cache_dtype, device)
         self.token = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.position = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.index = torch.zeros(1, dtype=torch.long, device=device)

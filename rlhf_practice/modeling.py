@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlhf_practice import ASSETS_DIR
-from rlhf_practice.decoding import StaticCacheDecoder
+from rlhf_practice.decoding import StaticCacheDecoder, position_ids_from_mask
 from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
@@ -147,11 +147,6 @@ def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> tor
     is_eos = (response_ids == eos_token_id).long()
     eos_before = torch.cumsum(is_eos, dim=1) - is_eos  # EOS tokens strictly before each position
     return (eos_before == 0).float()
-
-
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
-    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
 class PolicyValueModel(nn.Module):
