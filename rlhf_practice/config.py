@@ -59,6 +59,10 @@ class RewardConfig:
     """Weight of the worked-example term that gives -1 to replies shorter than short_min_words (0 = off)."""
     short_min_words: int = 4
     """Replies with fewer words than this count as short."""
+    long_penalty_weight: float = 0.0
+    """Weight of the second example term, which gives -1 to replies longer than long_max_words (0 = off)."""
+    long_max_words: int = 6
+    """Replies with more words than this count as long."""
 
 
 @dataclass
@@ -160,9 +164,16 @@ class TrainConfig:
             f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
         )
         _require(0 < self.top_p <= 1, "top_p", self.top_p, "must be in (0, 1] (1.0 = no limit)")
-        _require(
-            self.reward.short_min_words >= 0, "reward.short_min_words", self.reward.short_min_words, "must be >= 0"
-        )
+        for name in ("short_penalty_weight", "long_penalty_weight"):
+            weight = getattr(self.reward, name)
+            _require(
+                weight >= 0,
+                f"reward.{name}",
+                weight,
+                "must be >= 0 (0 turns the term off; a negative weight would turn a penalty into a bonus)",
+            )
+        for name in ("short_min_words", "long_max_words"):
+            _require(getattr(self.reward, name) >= 0, f"reward.{name}", getattr(self.reward, name), "must be >= 0")
         _require(
             self.preset in (*PRESET_NAMES, "auto"),
             "preset",

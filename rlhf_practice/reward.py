@@ -10,7 +10,8 @@ function and append ``(weight, function)`` to the list that :func:`build_reward`
     reward_fn = build_reward(config.reward)
     reward_fn.terms.append((0.5, i_think_bonus))
 
-:func:`short_reply_penalty` is the worked example that ships with the package (off by default).
+:func:`short_reply_penalty` and :func:`long_reply_penalty` are the worked examples that ship with
+the package (both off by default).
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def short_reply_penalty(text: str, min_words: int = 4) -> float:
     return -1.0 if len(words(text)) < min_words else 0.0
 
 
+def long_reply_penalty(text: str, max_words: int = 6) -> float:
+    """The opposite example: -1 for a reply with more than ``max_words`` words, else 0."""
+    return -1.0 if len(words(text)) > max_words else 0.0
+
+
 RewardTerm = Callable[[str], float]
 
 
@@ -129,4 +135,7 @@ def build_reward(config: RewardConfig | None = None) -> RuleBasedReward:
     if config.short_penalty_weight:
         min_words = config.short_min_words
         terms.append((config.short_penalty_weight, lambda text: short_reply_penalty(text, min_words)))
+    if config.long_penalty_weight:
+        max_words = config.long_max_words
+        terms.append((config.long_penalty_weight, lambda text: long_reply_penalty(text, max_words)))
     return RuleBasedReward(terms)

@@ -97,6 +97,14 @@ def test_each_bad_value_has_its_message(cls, change, message) -> None:
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["short_penalty_weight", "long_penalty_weight", "short_min_words", "long_max_words"])
+def test_reward_term_settings_must_not_be_negative(name: str) -> None:
+    config = preset_config(PPOConfig, "tiny")
+    setattr(config.reward, name, -1)
+    with pytest.raises(ConfigError, match=rf"reward\.{name}=-1 must be >= 0"):
+        config.validate()
+
+
 def test_bad_prompt_lengths() -> None:
     config = preset_config(GRPOConfig, "tiny")
     config.data.min_prompt_length = 9

@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from rlhf_practice.config import RewardConfig
-from rlhf_practice.reward import RuleBasedReward, build_reward, sentiment_polarities, short_reply_penalty, words
+from rlhf_practice.reward import (
+    RuleBasedReward,
+    build_reward,
+    long_reply_penalty,
+    sentiment_polarities,
+    short_reply_penalty,
+    words,
+)
 
 CASES = [
     ("positive", "A wonderful, moving film. I loved it!", 1.0),
@@ -75,6 +82,14 @@ def test_short_reply_penalty_is_off_by_default_and_composes() -> None:
     assert reward(["good", "a really good movie"]).tolist() == [0.5, 1.0]
     assert short_reply_penalty("one two three", min_words=4) == -1.0
     assert short_reply_penalty("one two three four", min_words=4) == 0.0
+
+
+def test_long_reply_penalty_is_off_by_default_and_composes() -> None:
+    assert build_reward()(["a really good movie with a great cast"]).item() == 1.0
+    reward = build_reward(RewardConfig(long_penalty_weight=0.5, long_max_words=4))
+    assert reward(["a really good movie", "a really good movie indeed"]).tolist() == [1.0, 0.5]
+    assert long_reply_penalty("one two three four", max_words=4) == 0.0
+    assert long_reply_penalty("one two three four five", max_words=4) == -1.0
 
 
 def test_a_new_term_is_a_few_lines() -> None:
