@@ -4,19 +4,19 @@
     python scripts/experiments.py epochs             # checkpoint 2: 8 epochs with clip 0.9, no brake
     python scripts/experiments.py ppo_vs_grpo        # §4: the two default runs, reply length included
     python scripts/experiments.py hacking            # checkpoint 4: what the replies turn into (reward hacking)
-    python scripts/experiments.py kl_coef            # §5.4: the sequence-level KL term, 0 / 0.05 / 0.5
-    python scripts/experiments.py short_penalty      # §5.1: a reward term against short replies
+    python scripts/experiments.py reward_terms       # task 5, item 1: reward terms against short / long replies
+    python scripts/experiments.py kl_coef            # task 5, item 4: the KL term 0 / 0.5, default and unsafe settings
     python scripts/experiments.py levels             # checkpoint 7: sequence- vs token-level PPO
-    python scripts/experiments.py loss_type          # checkpoint 8: GRPO-clip's three normalizations
+    python scripts/experiments.py loss_type          # checkpoint 8: GRPO-clip's three normalizations, short replies paid
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --impl answer --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
 "final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus first,
-"max" the largest value of any step, "mean" the mean over all steps. "Positive words per reply" counts
+"max" / "min" the largest / smallest value of any step, "mean" the mean over all steps. "Positive words per reply" counts
 the reward's positive words (after negation) in the replies that samples.jsonl holds. Nothing here
-is a test.
+is a test. Each run's own figures go to stderr as it ends; the table goes to stdout.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with reward/mean >=
-# 0.8), "reach_s" (seconds until then) or "wall" (the run's wall time)
+# 0.8), "reach_s" (seconds until then), "min" or "wall" (the run's wall time)
 COLUMNS = {
     "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
@@ -44,6 +44,7 @@ COLUMNS = {
     "steps to 0.8": ("reward/mean", "reach"),
     "seconds to 0.8": ("reward/mean", "reach_s"),
     "mean ppo/clip_frac": ("ppo/clip_frac", "mean"),
+    "min kl/approx": ("kl/approx", "min"),
     "max kl/k3": ("kl/k3", "max"),
     "max ppo/ratio_mean": ("ppo/ratio_mean", "max"),
     "final kl/ref": ("kl/ref", "final"),
@@ -57,6 +58,9 @@ COLUMNS = {
 }
 EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
 SPEED = ["reward gain", "final reward", "steps to 0.8"]
+# Checkpoint 8: replies of up to 24 tokens, and a reward that prefers short ones, so length and advantage go together
+BREVITY = ["--max_new_tokens", "24", "--reward.long_penalty_weight", "0.5", "--reward.long_max_words", "6"]
+UNSAFE = ["--ppo_epochs", "8", "--ppo_clip_range", "0.9", "--learning_rate", "1e-3"]  # checkpoint 2's last row
 DRIFT = ["final policy/entropy", "final response/distinct", "final response/length"]
 
 # name: ([(row label, algorithm, flags)], columns)
@@ -69,11 +73,7 @@ EXPERIMENTS = {
         [
             ("PPO (4 epochs, clip 0.2)", "ppo", []),
             ("PPO --ppo_epochs 8 --ppo_clip_range 0.9", "ppo", ["--ppo_epochs", "8", "--ppo_clip_range", "0.9"]),
-            (
-                "PPO --ppo_epochs 8 --ppo_clip_range 0.9 --learning_rate 1e-3",
-                "ppo",
-                ["--ppo_epochs", "8", "--ppo_clip_range", "0.9", "--learning_rate", "1e-3"],
-            ),
+            ("PPO " + " ".join(UNSAFE), "ppo", UNSAFE),
         ],
         [*SPEED, "max kl/k3", "max ppo/ratio_mean", *DRIFT, "wall s"],
     ),
@@ -93,16 +93,25 @@ EXPERIMENTS = {
         ],
     ),
     "kl_coef": (
-        [(f"PPO --kl_coef {c}", "ppo", ["--kl_coef", c]) for c in ("0", "0.05", "0.5")],
-        [*SPEED, "max kl/k3", *DRIFT, "wall s"],
+        [
+            (f"PPO{label} --kl_coef {c}", "ppo", [*flags, "--kl_coef", c])
+            for label, flags in (("", []), (" " + " ".join(UNSAFE), UNSAFE))
+            for c in ("0", "0.5")
+        ],
+        [*SPEED, "min kl/approx", "max kl/k3", *DRIFT, "wall s"],
     ),
-    "short_penalty": (
+    "reward_terms": (
         [
             ("PPO", "ppo", []),
             (
                 "PPO --reward.short_penalty_weight 0.5 --reward.short_min_words 6",
                 "ppo",
                 ["--reward.short_penalty_weight", "0.5", "--reward.short_min_words", "6"],
+            ),
+            (
+                "PPO --reward.long_penalty_weight 0.5 --reward.long_max_words 6",
+                "ppo",
+                ["--reward.long_penalty_weight", "0.5", "--reward.long_max_words", "6"],
             ),
         ],
         ["first reward", "final reward", "first response/length", "final response/length", "wall s"],
@@ -113,7 +122,7 @@ EXPERIMENTS = {
     ),
     "loss_type": (
         [
-            (f"GRPO-clip --loss_type {loss_type}", "grpo", ["--level", "token", "--loss_type", loss_type])
+            (f"GRPO-clip --loss_type {loss_type}", "grpo", ["--level", "token", "--loss_type", loss_type, *BREVITY])
             for loss_type in ("grpo", "dapo", "dr_grpo")
         ],
         [*SPEED, "final kl/ref", *DRIFT, "wall s"],
@@ -153,8 +162,8 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
             figures[column] = None if reached is None else reached[how == "reach_s"]
         elif not values:
             figures[column] = None
-        elif how == "max":
-            figures[column] = max(values)
+        elif how in ("max", "min"):
+            figures[column] = max(values) if how == "max" else min(values)
         elif how == "mean":
             figures[column] = sum(values) / len(values)
         elif how == "first":
@@ -164,12 +173,18 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
     return figures
 
 
+def _number(value: float, whole: bool) -> str:
+    return f"{value:.0f}" if whole else f"{value:.3g}"
+
+
 def _cell(values: list[float | None]) -> str:
+    """median [min, max] of the known values; "(k never)" when k runs never reached the threshold."""
     known = sorted(v for v in values if v is not None)
     if not known:
         return "–"
-    fmt = (lambda v: f"{v:.0f}") if all(float(v).is_integer() for v in known) else (lambda v: f"{v:.3g}")
-    cell = f"{fmt(known[len(known) // 2])} [{fmt(known[0])}, {fmt(known[-1])}]"
+    whole = all(float(v).is_integer() and abs(v) < 1e5 for v in known)  # step counts
+    low, median, high = (_number(v, whole) for v in (known[0], known[len(known) // 2], known[-1]))
+    cell = f"{median} [{low}, {high}]"
     return cell + (f" ({len(values) - len(known)} never)" if len(known) < len(values) else "")
 
 
@@ -188,6 +203,8 @@ def main() -> None:
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
             runs.append(run_once(algorithm, flags, seed, args.impl, args.extra))
+            this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]]).split(' [')[0]}" for c in columns)
+            print(f"  {this_seed}", file=sys.stderr)
         rows.append([label, *(_cell([r[c] for r in runs]) for c in columns)])
     seeds = ", ".join(map(str, args.seeds))
     print(f"{args.experiment}: median [min, max] over seeds {seeds}\n")

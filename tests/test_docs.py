@@ -273,3 +273,11 @@ def test_appendix_message_is_one_a_test_prints() -> None:
             result = {"error": None, "output": wrong, "requires_grad": False, "grads": {}, "modified": []}
             printed.append(check_case(case, result))
     assert any(message and re.fullmatch(pattern, message) for message in printed), quoted
+
+
+def test_every_experiment_the_docs_name_exists() -> None:
+    """``python scripts/experiments.py NAME`` in the docs (inline or in a block) names a real experiment."""
+    spec = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    named = {n for doc in DOCS for n in re.findall(r"scripts/experiments\.py (\w+)", (ROOT / doc).read_text("utf-8"))}
+    assert named, "the docs name no experiment"
+    assert named <= set(spec["EXPERIMENTS"]), sorted(named - set(spec["EXPERIMENTS"]))
