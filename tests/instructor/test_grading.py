@@ -190,6 +190,7 @@ def test_grading_key_stubs_half_done_and_quick_cheats(tmp_path: Path, capsys) ->
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # nine graded submissions, each its own process (one hangs for --timeout): ~2 min on 2 cores
 def test_grading_survives_exits_hangs_and_bombs(tmp_path: Path, capsys) -> None:
     rows = _grade(tmp_path, SLOW_CHEATS, "--timeout", "8", capsys=capsys)
     _assert_scores(rows, SLOW_CHEATS)
