@@ -173,7 +173,8 @@ class TrainConfig:
                 "must be >= 0 (0 turns the term off; a negative weight would turn a penalty into a bonus)",
             )
         for name in ("short_min_words", "long_max_words"):
-            _require(getattr(self.reward, name) >= 0, f"reward.{name}", getattr(self.reward, name), "must be >= 0")
+            count = getattr(self.reward, name)
+            _require(count >= 0, f"reward.{name}", count, "must be >= 0")
         _require(
             self.preset in (*PRESET_NAMES, "auto"),
             "preset",

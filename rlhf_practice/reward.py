@@ -20,6 +20,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -133,9 +134,7 @@ def build_reward(config: RewardConfig | None = None) -> RuleBasedReward:
     config = config or RewardConfig()
     terms: list[tuple[float, RewardTerm]] = [(config.sentiment_weight, sentiment_term)]
     if config.short_penalty_weight:
-        min_words = config.short_min_words
-        terms.append((config.short_penalty_weight, lambda text: short_reply_penalty(text, min_words)))
+        terms.append((config.short_penalty_weight, partial(short_reply_penalty, min_words=config.short_min_words)))
     if config.long_penalty_weight:
-        max_words = config.long_max_words
-        terms.append((config.long_penalty_weight, lambda text: long_reply_penalty(text, max_words)))
+        terms.append((config.long_penalty_weight, partial(long_reply_penalty, max_words=config.long_max_words)))
     return RuleBasedReward(terms)

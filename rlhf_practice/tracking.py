@@ -100,8 +100,9 @@ def rollout_stats(
 
     rewards: (N,); advantages: (N,) or the real tokens' advantages; ``generation`` holds the N replies.
     ``response/distinct`` is the number of different replies (compared token for token up to EOS)
-    divided by N: 1 when no two are alike, toward 1/N when the policy collapses onto one stock reply. With ``group_size`` K,
-    also the mean std of the rewards within each group of K replies to one prompt (``reward/group_std``).
+    divided by N: 1 when no two are alike, toward 1/N when the policy collapses onto one stock reply.
+    With ``group_size`` K, also the mean std of the rewards within each group of K replies to one
+    prompt (``reward/group_std``).
     """
     mask = generation.response_mask
     replies = generation.response_ids.masked_fill(mask == 0, -1)  # (N, T): padding after EOS made equal

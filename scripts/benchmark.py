@@ -221,8 +221,8 @@ def main() -> None:
         args.algorithms = ["grpo"]
         if importlib.util.find_spec("trl") is None:
             sys.exit("error: --against-trl needs TRL, a benchmark-only dependency: pip install trl==1.16.0")
-    model_dir = tempfile.TemporaryDirectory(prefix="gpt2-shape-")
-    if args.gpt2_shape:
+    if args.gpt2_shape:  # the folder lives until main returns
+        model_dir = tempfile.TemporaryDirectory(prefix="gpt2-shape-")
         args.extra = ["--model.model_name", str(build_gpt2_shape(Path(model_dir.name))), *args.extra]
     results = {}
     for algorithm in args.algorithms:
@@ -238,7 +238,7 @@ def main() -> None:
         medians = {k: _median([r[k] for r in runs.values() if r.get(k) is not None]) for k in numbers}
         results[algorithm] = {"median": medians, **{f"seed_{s}": r for s, r in runs.items()}}
     if args.against_trl:
-        ours = results["grpo"].get("median", results["grpo"])
+        ours = results["grpo"].get("median", results["grpo"])  # one seed: the run itself
         print("running TRL's GRPOTrainer on the same work ...", file=sys.stderr, flush=True)
         theirs = trl_grpo(args.preset, ["--seed", str(args.seeds[0]), *args.extra])
         results["trl_grpo"] = theirs

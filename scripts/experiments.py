@@ -63,26 +63,28 @@ BREVITY = ["--max_new_tokens", "24", "--reward.long_penalty_weight", "0.5", "--r
 UNSAFE = ["--ppo_epochs", "8", "--ppo_clip_range", "0.9", "--learning_rate", "1e-3"]  # checkpoint 2's last row
 DRIFT = ["final policy/entropy", "final response/distinct", "final response/length"]
 
+
+def ppo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
+    """One row of a table: (label, algorithm, flags); the label is the flags unless ``label`` is given."""
+    return label or " ".join(["PPO", *flags]), "ppo", list(flags)
+
+
 # name: ([(row label, algorithm, flags)], columns)
 EXPERIMENTS = {
     "clip": (
-        [(f"PPO --ppo_clip_range {c}", "ppo", ["--ppo_clip_range", c]) for c in ("0.1", "0.2", "0.3")],
+        [ppo("--ppo_clip_range", c) for c in ("0.1", "0.2", "0.3")],
         [*SPEED, "mean ppo/clip_frac", "max kl/k3", "wall s"],
     ),
     "epochs": (
-        [
-            ("PPO (4 epochs, clip 0.2)", "ppo", []),
-            ("PPO --ppo_epochs 8 --ppo_clip_range 0.9", "ppo", ["--ppo_epochs", "8", "--ppo_clip_range", "0.9"]),
-            ("PPO " + " ".join(UNSAFE), "ppo", UNSAFE),
-        ],
+        [ppo(label="PPO (4 epochs, clip 0.2)"), ppo("--ppo_epochs", "8", "--ppo_clip_range", "0.9"), ppo(*UNSAFE)],
         [*SPEED, "max kl/k3", "max ppo/ratio_mean", *DRIFT, "wall s"],
     ),
     "ppo_vs_grpo": (
-        [("PPO", "ppo", []), ("GRPO", "grpo", [])],
+        [ppo(), ("GRPO", "grpo", [])],
         [*SPEED, "seconds to 0.8", *DRIFT, "wall s"],
     ),
     "hacking": (
-        [("PPO", "ppo", EVERY_REPLY), ("GRPO", "grpo", EVERY_REPLY)],
+        [ppo(*EVERY_REPLY, label="PPO"), ("GRPO", "grpo", EVERY_REPLY)],
         [
             "final reward",
             "positive words per reply, first 10 %",
@@ -93,31 +95,19 @@ EXPERIMENTS = {
         ],
     ),
     "kl_coef": (
-        [
-            (f"PPO{label} --kl_coef {c}", "ppo", [*flags, "--kl_coef", c])
-            for label, flags in (("", []), (" " + " ".join(UNSAFE), UNSAFE))
-            for c in ("0", "0.5")
-        ],
+        [ppo(*flags, "--kl_coef", c) for flags in ([], UNSAFE) for c in ("0", "0.5")],
         [*SPEED, "min kl/approx", "max kl/k3", *DRIFT, "wall s"],
     ),
     "reward_terms": (
         [
-            ("PPO", "ppo", []),
-            (
-                "PPO --reward.short_penalty_weight 0.5 --reward.short_min_words 6",
-                "ppo",
-                ["--reward.short_penalty_weight", "0.5", "--reward.short_min_words", "6"],
-            ),
-            (
-                "PPO --reward.long_penalty_weight 0.5 --reward.long_max_words 6",
-                "ppo",
-                ["--reward.long_penalty_weight", "0.5", "--reward.long_max_words", "6"],
-            ),
+            ppo(),
+            ppo("--reward.short_penalty_weight", "0.5", "--reward.short_min_words", "6"),
+            ppo("--reward.long_penalty_weight", "0.5", "--reward.long_max_words", "6"),
         ],
         ["first reward", "final reward", "first response/length", "final response/length", "wall s"],
     ),
     "levels": (
-        [("PPO --level sequence", "ppo", []), ("PPO --level token", "ppo", ["--level", "token"])],
+        [ppo(label="PPO --level sequence"), ppo("--level", "token")],
         [*SPEED, "final kl/ref", *DRIFT, "wall s"],
     ),
     "loss_type": (
@@ -128,10 +118,7 @@ EXPERIMENTS = {
         [*SPEED, "final kl/ref", *DRIFT, "wall s"],
     ),
     "kl_ref": (
-        [
-            ("PPO token --beta 0", "ppo", ["--level", "token", "--beta", "0"]),
-            ("PPO token --beta 0.2", "ppo", ["--level", "token", "--beta", "0.2"]),
-        ],
+        [ppo("--level", "token", "--beta", b, label=f"PPO token --beta {b}") for b in ("0", "0.2")],
         [*SPEED, "final kl/ref", *DRIFT, "wall s"],
     ),
 }
