@@ -1,12 +1,13 @@
 """Instructor only: build the graded cases from the answer key (see :mod:`rlhf_practice.checks`).
 
-    python -m rlhf_practice.course fixtures      # rewrite tests/fixtures/graded_cases.pt from the key
+    python -m rlhf_practice.course fixtures      # record tests/fixtures/graded_cases.pt from the key
 
 :func:`build_cases` with ``seed=None`` gives the committed cases (fixed inputs: the task book's
 examples, edge cases and seeded random inputs); with a seed it gives only fresh random inputs, which
 the grader uses as hidden cases. Expected values come from the key; each case also records what
 common mistakes would return on its inputs, so that a failure can name the mistake without the key.
 This module is not part of the student release: its mistake formulas give the right ones away.
+:mod:`rlhf_practice.course.fixtures` compares a recording with the key, with a tolerance per dtype.
 """
 
 from __future__ import annotations

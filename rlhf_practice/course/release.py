@@ -26,6 +26,7 @@ INSTRUCTOR_ONLY = (
     "rlhf_practice/grading.py",
     "rlhf_practice/course/__main__.py",
     "rlhf_practice/course/cases.py",
+    "rlhf_practice/course/fixtures.py",
     "rlhf_practice/course/release.py",
     "scripts/make_student_files.py",
     "scripts/mutation_check.py",
