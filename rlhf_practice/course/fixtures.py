@@ -16,13 +16,15 @@ A float tensor ``T`` agrees when ``max|recorded - fresh| <= rtol * max|T| + atol
   §2.1 example is exactly 0 in real numbers, and two CPUs record it as -1.1e-16 and as -0.0.
 - ``tiny``: the dtype's smallest normal number, so that zeros and denormals compare.
 
-:data:`TOLERANCE` sets ``(rtol, atol)`` per dtype. float32: 4 and 2 ulps (``eps`` = 1.19e-7). Two
-CPUs were seen to differ by up to 1.3 ulps there. A relative change of 1e-6 (8.4 ulps) in any expected
-value exceeds the 6 ulps allowed, as does one in any other value at least half its expected value.
-float64: 1e-12. The cross-machine differences seen were up to 66 ulps of a cancelled value's own
-size, and 7.7 ulps of its expected value's. 1e-12 is 1000 times tighter than the graded tests'
-tolerance (1e-9) and 1e5 times tighter than the smallest gap between an expected value and a mistake
-(9e-4), so any change that could alter a grade or a diagnosis fails.
+:data:`TOLERANCE` sets ``(rtol, atol)`` per dtype.
+
+- float32: 4 and 2 ulps (``eps`` = 1.19e-7). Two CPUs were seen to differ by up to 1.3 ulps of a
+  tensor's largest value. A relative change of 1e-6 (8 ulps in float32) in any expected value exceeds
+  the 6 ulps allowed, as does one in any other value at least 0.6 of its expected value.
+- float64: 1e-12. Two CPUs were seen to differ by up to 66 ulps (1.5e-14) of a cancelled value's own
+  size, 7.7 ulps of its expected value's. 1e-12 is 1000 times tighter than the graded tests' tolerance
+  (1e-9) and 1e8 times tighter than the smallest gap between an expected value and a mistake (9e-4):
+  any change that could alter a grade or a diagnosis fails.
 """
 
 from __future__ import annotations

@@ -131,14 +131,14 @@ def test_a_few_ulps_anywhere_pass(ours: list[dict]) -> None:
 def test_a_relative_change_of_1e6_fails(ours: list[dict]) -> None:
     """The largest value of a recorded tensor times (1 + 1e-6) fails: for every expected value, every
     float64 value above rounding noise (1e-9 of its expected value), and every float32 value at least
-    half its expected value. A float32 mistake that cancels further (e.g. 2% of the expected loss)
+    0.6 of its expected value. A float32 mistake that cancels further (e.g. 2% of the expected loss)
     holds less than 1e-6 of reproducible precision: two CPUs may differ there by more."""
     checked = {torch.float32: 0, torch.float64: 0}
     for case in ours:
         for path, scale in _float_tensors(case):
             value = _get(case, path)
             top = value.abs().max().item() if value.numel() else 0.0
-            precise = top > (1e-9 if value.dtype == torch.float64 else 0.5) * scale
+            precise = top >= (1e-9 if value.dtype == torch.float64 else 0.6) * scale
             if top == 0 or ("mistakes" in path and not precise):
                 continue
             flat = value.clone().flatten()
