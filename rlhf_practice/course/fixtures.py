@@ -43,7 +43,8 @@ TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
-def _largest(t: torch.Tensor) -> float:
+def largest(t: torch.Tensor) -> float:
+    """max|t| over its finite values; 0 for an empty tensor."""
     finite = t[torch.isfinite(t)]
     return finite.abs().max().item() if finite.numel() else 0.0
 
@@ -64,7 +65,7 @@ def tensor_difference(recorded: torch.Tensor, fresh: torch.Tensor, scale: float 
         recorded[~finite].nan_to_num(), fresh[~finite].nan_to_num()
     ):
         return "NaN/inf at other places"
-    own = max(_largest(recorded), _largest(fresh))
+    own = max(largest(recorded), largest(fresh))
     info = torch.finfo(recorded.dtype)
     rtol, atol = TOLERANCE.get(recorded.dtype, (4 * info.eps, 2 * info.eps))
     allowed = rtol * own + atol * (own if scale is None else scale) + info.tiny
@@ -100,7 +101,7 @@ def _scale(recorded: object, fresh: object) -> float | list | None:
     if isinstance(recorded, list) and isinstance(fresh, list):
         return [_scale(a, b) for a, b in zip(recorded, fresh)]
     if isinstance(recorded, torch.Tensor) and isinstance(fresh, torch.Tensor):
-        return max(_largest(recorded), _largest(fresh))
+        return max(largest(recorded), largest(fresh))
     return None  # the structures differ: the walk reports it
 
 
