@@ -7,14 +7,17 @@
 
 One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
 -> reward -> group advantages (each reply vs. its own group) -> update -> log.
-No value head is used: the group's mean reward is the baseline.
+No value head is used: the group's mean reward is the baseline. The functions you write come from
+``run.impl`` (``--impl``): ``grpo`` is rlhf_practice/rl/grpo.py, ``rl`` rlhf_practice/rl/token_level.py.
 """
+
+from types import ModuleType
 
 import torch
 
 from rlhf_practice.config import GRPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import mean_metrics, rollout_stats
+from rlhf_practice.tracking import check_finite, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -44,7 +47,7 @@ def main() -> None:
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
             if reference is None:
-                stats = grpo.grpo_step(policy, optimizer, generation, advantages=advantages, config=config)
+                stats = grpo_step(grpo, policy, optimizer, generation, advantages=advantages, config=config)
             else:
                 stats = token_level_update(run, optimizer, reference, generation, advantages, config)
 
@@ -62,18 +65,89 @@ def token_level_update(
     config: GRPOConfig,
 ) -> dict[str, torch.Tensor]:
     """--level token: mu = grpo_iterations GRPO-clip updates on one batch of replies."""
-    tok = run.impl.token_level
+    rl = run.impl.token_level
     mask = generation.response_mask  # (N, T)
     with torch.no_grad():  # per-token log-probs of the sampling ("old") policy and of the reference
         old_logprobs = run.policy.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
         ref_logprobs = reference.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
     stats = [
-        tok.grpo_clip_step(run.policy, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
+        grpo_clip_step(rl, run.policy, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
         for _ in range(config.grpo_iterations)
     ]
     # KL(pi || pi_ref) per reply: k3 summed over its tokens, at sampling time. Logged even when beta = 0.
-    kl_ref = tok.per_token_kl(old_logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
+    kl_ref = rl.per_token_kl(old_logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
     return {**mean_metrics(stats), "kl/ref": kl_ref}
+
+
+def grpo_step(
+    grpo: ModuleType,
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    advantages: torch.Tensor,
+    config: GRPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One GRPO update on N = B * K sampled replies: recompute log-probs, your ``grpo.grpo_loss``,
+    one optimizer step."""
+    new = policy.evaluate_sequences(generation, config.mixed_precision)
+    loss = grpo.grpo_loss(new.logprobs, advantages)
+    check_finite("loss/policy", loss)
+
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+    optimizer.step()
+    return {"loss/policy": loss.detach(), "policy/entropy": new.entropy.detach()}
+
+
+def grpo_clip_step(
+    rl: ModuleType,
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    old_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    config: GRPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One GRPO-clip iteration over N = B * K replies, in ``config.grpo_num_minibatches`` minibatches
+    (your ``rl.grpo_clip_loss`` and ``rl.masked_mean``).
+
+    ``old_logprobs`` and ``ref_logprobs`` are (N, T) constants, ``advantages`` (N,). Returns the
+    metrics of the iteration (0-dim tensors), averaged over its minibatches.
+    """
+    stats = []
+    for idx in torch.randperm(len(generation), device=advantages.device).chunk(config.grpo_num_minibatches):
+        mask = generation.response_mask[idx]
+        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        loss = rl.grpo_clip_loss(
+            new.logprobs,
+            old_logprobs[idx],
+            ref_logprobs[idx],
+            advantages[idx],
+            mask,
+            config.grpo_clip_range,
+            config.beta,
+            config.loss_type,
+            config.max_new_tokens,
+        )
+        check_finite("loss/policy", loss)
+
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            ratio = (new.logprobs - old_logprobs[idx]).exp()
+            stats.append(
+                {
+                    "loss/policy": loss,
+                    "ppo/clip_frac": rl.masked_mean(((ratio - 1).abs() > config.grpo_clip_range).float(), mask),
+                    "policy/entropy": rl.masked_mean(new.entropy, mask),
+                }
+            )
+    return mean_metrics(stats)
 
 
 if __name__ == "__main__":

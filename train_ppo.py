@@ -7,12 +7,19 @@
 
 One step (--level sequence, tasks 1-2): sample prompts -> generate replies -> reward -> old log-probs
 and values V(s) -> advantages A = R - V(s) -> ppo_epochs passes of ppo_step -> log.
+The functions you write come from ``run.impl`` (``--impl``): ``ppo`` is rlhf_practice/rl/ppo.py,
+``rl`` in the token-level loop is rlhf_practice/rl/token_level.py.
 """
 
+from collections.abc import Callable
+from types import ModuleType
+
 import torch
+import torch.nn.functional as F
 
 from rlhf_practice.config import PPOConfig, parse_config
-from rlhf_practice.tracking import explained_variance, mean_metrics, rollout_stats
+from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
+from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -44,7 +51,8 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         # 5. ppo_epochs passes over the batch (your ppo_clip_loss inside ppo_step).
         #    The value head learns to predict the reward: returns = rewards.
         epoch_stats = [
-            ppo.ppo_step(
+            ppo_step(
+                ppo,
                 policy,
                 optimizer,
                 generation,
@@ -72,10 +80,10 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
 
 def token_level(run: TrainingRun, config: PPOConfig) -> None:
     """--level token: per-token rewards with a KL penalty to the start policy, GAE, clipped losses."""
-    tok = run.impl.token_level
+    rl = run.impl.token_level
     policy = run.policy
     reference = policy.frozen_copy()  # pi_ref: the policy before training; never updated
-    kl_control = tok.KLController(config.beta, config.kl_target)
+    kl_control = KLController(config.beta, config.kl_target)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     for step in run.logger.steps():
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
@@ -90,32 +98,178 @@ def token_level(run: TrainingRun, config: PPOConfig) -> None:
             ref_logprobs = reference.evaluate_tokens(generation, config.mixed_precision).logprobs  # (B, T)
 
         # 3. Per-token reward r_t = -beta * KL_t, plus the score on the last token (your per_token_kl).
-        kl = tok.per_token_kl(old.logprobs, ref_logprobs, mask, config.kl_estimator)
-        rewards = tok.token_rewards(scores, kl, mask, kl_control.beta)  # (B, T)
+        kl = rl.per_token_kl(old.logprobs, ref_logprobs, mask, config.kl_estimator)
+        rewards = token_rewards(scores, kl, mask, kl_control.beta)  # (B, T)
 
         # 4. Advantages and returns by GAE, right to left (your compute_gae); then standardized.
-        advantages, returns = tok.compute_gae(rewards, old.values, mask, config.gamma, config.gae_lambda)
+        advantages, returns = rl.compute_gae(rewards, old.values, mask, config.gamma, config.gae_lambda)
         if config.normalize_advantages:
-            advantages = tok.whiten(advantages, mask)
+            advantages = whiten(rl.masked_mean, advantages, mask)
 
         # 5. ppo_epochs passes over the batch (your token_ppo_loss inside token_ppo_step).
         epoch_stats = [
-            tok.token_ppo_step(policy, optimizer, generation, old, advantages, returns, config)
+            token_ppo_step(rl, policy, optimizer, generation, old, advantages, returns, config)
             for _ in range(config.ppo_epochs)
         ]
 
         # 6. KL(pi || pi_ref) per reply (k3 summed over its tokens) adapts beta when kl_target > 0; log.
-        kl_ref = tok.per_token_kl(old.logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
+        kl_ref = rl.per_token_kl(old.logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
         metrics = {
             **mean_metrics(epoch_stats),
             **rollout_stats(scores, advantages[mask > 0], generation),
             "kl/ref": kl_ref,
             "kl/beta": torch.tensor(kl_control.beta),
-            "value/mean": tok.masked_mean(old.values, mask),
+            "value/mean": rl.masked_mean(old.values, mask),
             "value/explained_variance": explained_variance(old.values[mask > 0], returns[mask > 0]),
         }
         run.logger.log(step, metrics, prompts, replies, scores)
         kl_control.update(metrics["kl/ref"].item())
+
+
+def ppo_step(
+    ppo: ModuleType,
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    config: PPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One pass (epoch) of PPO updates over a batch of N sampled replies (your ``ppo.ppo_clip_loss``).
+
+    ``old_logprobs``, ``advantages`` and ``returns`` (the value targets R) are (N,) constants
+    computed once per batch. The batch is split into ``config.ppo_num_minibatches`` minibatches;
+    each gets one optimizer step on
+
+        loss/total_with_kl = loss/policy + value_loss_coef * loss/value + kl_coef * kl/approx
+
+    Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
+    """
+    stats = []
+    for idx in torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches):
+        new = policy.evaluate_sequences(generation[idx], config.mixed_precision)
+        policy_loss = ppo.ppo_clip_loss(new.logprobs, old_logprobs[idx], advantages[idx], config.ppo_clip_range)
+        value_loss = F.mse_loss(new.values, returns[idx])
+        log_ratio = new.logprobs - old_logprobs[idx]
+        approx_kl = (-log_ratio).mean()  # the task book's KL estimate: mean(old - new)
+        total_no_kl = policy_loss + config.value_loss_coef * value_loss
+        total_with_kl = total_no_kl + config.kl_coef * approx_kl
+        check_finite("loss/total_with_kl", total_with_kl)
+
+        optimizer.zero_grad(set_to_none=True)
+        total_with_kl.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            ratio = log_ratio.exp()
+            stats.append(
+                {
+                    "loss/policy": policy_loss,
+                    "loss/value": value_loss,
+                    "loss/total_no_kl": total_no_kl,
+                    "loss/total_with_kl": total_with_kl,
+                    "kl/approx": approx_kl,
+                    "kl/k3": ((ratio - 1) - log_ratio).mean(),  # always >= 0, lower variance
+                    "ppo/clip_frac": ((ratio - 1).abs() > config.ppo_clip_range).float().mean(),
+                    "ppo/ratio_mean": ratio.mean(),
+                    "policy/entropy": new.entropy,
+                }
+            )
+    return mean_metrics(stats)
+
+
+def token_rewards(scores: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """The per-token reward of RLHF: r_t = -beta * KL_t on every reply token, plus the reward
+    model's score on the reply's last real token. scores: (N,); kl, mask: (N, T). Returns (N, T)."""
+    last = mask.sum(dim=1).long().clamp(min=1) - 1  # (N,): index of each reply's last real token
+    rewards = -beta * kl * mask
+    return rewards.scatter_add(1, last.unsqueeze(1), scores.to(rewards.dtype).unsqueeze(1))
+
+
+def whiten(masked_mean: Callable, values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Standardize over the real tokens: (x - masked mean) / masked std; padding stays 0."""
+    mean = masked_mean(values, mask)
+    var = masked_mean((values - mean) ** 2, mask)
+    return (values - mean) * torch.rsqrt(var + eps) * mask
+
+
+class KLController:
+    """The weight beta of the KL penalty: fixed, or adapted toward ``target`` (PPO paper, section 4):
+    after a step whose KL to the reference is d, beta is halved if d < target / 1.5 and doubled if
+    d > target * 1.5. ``target`` = 0 keeps beta fixed."""
+
+    def __init__(self, beta: float, target: float = 0.0):
+        self.beta, self.target = beta, target
+
+    def update(self, kl: float) -> None:
+        if self.target > 0 and kl < self.target / 1.5:
+            self.beta /= 2
+        elif self.target > 0 and kl > self.target * 1.5:
+            self.beta *= 2
+
+
+def token_ppo_step(
+    rl: ModuleType,
+    policy: PolicyValueModel,
+    optimizer: torch.optim.Optimizer,
+    generation: Generation,
+    old: TokenScores,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    config: PPOConfig,
+) -> dict[str, torch.Tensor]:
+    """One pass (epoch) of token-level PPO over N replies, ``config.ppo_num_minibatches`` minibatches
+    (your ``rl.token_ppo_loss`` and ``rl.masked_mean``):
+
+        loss/total = loss/policy + value_loss_coef * loss/value - entropy_coef * policy/entropy
+
+    ``old`` (log-probs and values at sampling time), ``advantages`` and ``returns`` are (N, T)
+    constants. Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
+    """
+    masked_mean = rl.masked_mean
+    stats = []
+    for idx in torch.randperm(len(generation), device=returns.device).chunk(config.ppo_num_minibatches):
+        mask = generation.response_mask[idx]
+        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        policy_loss, value_loss = rl.token_ppo_loss(
+            new.logprobs,
+            old.logprobs[idx],
+            advantages[idx],
+            new.values,
+            old.values[idx],
+            returns[idx],
+            mask,
+            config.ppo_clip_range,
+            config.clip_range_value,
+        )
+        entropy = masked_mean(new.entropy, mask)
+        total = policy_loss + config.value_loss_coef * value_loss - config.entropy_coef * entropy
+        check_finite("loss/total", total)
+
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            log_ratio = new.logprobs - old.logprobs[idx]
+            value_moved = (new.values - old.values[idx]).abs() > config.clip_range_value
+            stats.append(
+                {
+                    "loss/policy": policy_loss,
+                    "loss/value": value_loss,
+                    "loss/total": total,
+                    "kl/approx": masked_mean(-log_ratio, mask),  # per token, mean(old - new)
+                    "kl/k3": masked_mean(log_ratio.exp() - 1 - log_ratio, mask),
+                    "ppo/clip_frac": masked_mean(((log_ratio.exp() - 1).abs() > config.ppo_clip_range).float(), mask),
+                    "ppo/ratio_mean": masked_mean(log_ratio.exp(), mask),
+                    "loss/value_clipped_frac": masked_mean(value_moved.float(), mask),
+                    "policy/entropy": entropy,
+                }
+            )
+    return mean_metrics(stats)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""GRPO: group-relative advantages and the REINFORCE-style loss, plus the given update step.
+"""GRPO: group-relative advantages and the REINFORCE-style loss.
 
 Your tasks in this file (TASKS.md, task 3):
 
 - ``compute_group_advantages``: compare each reply with the other replies to its prompt.  (TASKS.md §3.2)
 - ``grpo_loss``: the policy-gradient loss weighted by those advantages.                    (TASKS.md §3.3)
 
-``grpo_step`` is given: read it to see how your functions are used. Shapes: B = prompts,
+``grpo_step`` in ``train_grpo.py`` shows how your functions are used. Shapes: B = prompts,
 K = group_size = replies per prompt, N = B * K. The K replies of one prompt are consecutive, in the
 order ``prompts.repeat_interleave(group_size, dim=0)`` produces: rows 0..K-1 answer prompt 0,
 rows K..2K-1 answer prompt 1, and so on. Log-probs are sequence-level (summed over a reply).
@@ -15,10 +15,6 @@ Run ``pytest -m graded -k "compute_group_advantages or grpo_loss"`` to check you
 from __future__ import annotations
 
 import torch
-
-from rlhf_practice.config import GRPOConfig
-from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import check_finite
 
 
 def compute_group_advantages(
@@ -62,22 +58,3 @@ def grpo_loss(logprobs: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
         A 0-dim tensor: the mean over all N replies (not the sum).
     """
     return -(advantages.detach() * logprobs).mean()
-
-
-def grpo_step(
-    policy: PolicyValueModel,
-    optimizer: torch.optim.Optimizer,
-    generation: Generation,
-    advantages: torch.Tensor,
-    config: GRPOConfig,
-) -> dict[str, torch.Tensor]:
-    """One GRPO update on N = B * K sampled replies: recompute log-probs, loss, one optimizer step."""
-    scores = policy.evaluate_sequences(generation, config.mixed_precision)
-    loss = grpo_loss(scores.logprobs, advantages)
-    check_finite("loss/policy", loss)
-
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-    optimizer.step()
-    return {"loss/policy": loss.detach(), "policy/entropy": scores.entropy.detach()}

@@ -1,11 +1,11 @@
-"""PPO with sequence-level log-probs: advantages, the clipped policy loss, and one update pass.
+"""PPO with sequence-level log-probs: advantages and the clipped policy loss.
 
 Your tasks in this file (TASKS.md, tasks 1 and 2):
 
 - ``compute_advantages``: A = R - V(s), optionally normalized.        (TASKS.md §1.2)
 - ``ppo_clip_loss``: the clipped surrogate loss of PPO.                (TASKS.md §2.2)
 
-``ppo_step`` is given: read it to see how your two functions are used. Shapes: N = responses in the
+``ppo_step`` in ``train_ppo.py`` shows how your two functions are used. Shapes: N = responses in the
 batch. Every log-prob here is *sequence-level*: the sum of the log-probs of one reply's tokens.
 Run ``pytest -m graded -k "compute_advantages or ppo_clip_loss"`` to check your work.
 """
@@ -13,11 +13,6 @@ Run ``pytest -m graded -k "compute_advantages or ppo_clip_loss"`` to check your 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-
-from rlhf_practice.config import PPOConfig
-from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import check_finite, mean_metrics
 
 
 def compute_advantages(
@@ -68,57 +63,3 @@ def ppo_clip_loss(
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages
     return -torch.min(unclipped, clipped).mean()
-
-
-def ppo_step(
-    policy: PolicyValueModel,
-    optimizer: torch.optim.Optimizer,
-    generation: Generation,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    config: PPOConfig,
-) -> dict[str, torch.Tensor]:
-    """One pass (epoch) of PPO updates over a batch of N sampled replies.
-
-    ``old_logprobs``, ``advantages`` and ``returns`` (the value targets R) are (N,) constants
-    computed once per batch. The batch is split into ``config.ppo_num_minibatches`` minibatches;
-    each gets one optimizer step on
-
-        loss/total_with_kl = loss/policy + value_loss_coef * loss/value + kl_coef * kl/approx
-
-    Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
-    """
-    stats = []
-    for idx in torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches):
-        scores = policy.evaluate_sequences(generation[idx], config.mixed_precision)
-        new_logprobs = scores.logprobs
-        policy_loss = ppo_clip_loss(new_logprobs, old_logprobs[idx], advantages[idx], config.ppo_clip_range)
-        value_loss = F.mse_loss(scores.values, returns[idx])
-        log_ratio = new_logprobs - old_logprobs[idx]
-        approx_kl = (-log_ratio).mean()  # the task book's KL estimate: mean(old - new)
-        total_no_kl = policy_loss + config.value_loss_coef * value_loss
-        total_with_kl = total_no_kl + config.kl_coef * approx_kl
-        check_finite("loss/total_with_kl", total_with_kl)
-
-        optimizer.zero_grad(set_to_none=True)
-        total_with_kl.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-        optimizer.step()
-
-        with torch.no_grad():
-            ratio = log_ratio.exp()
-            stats.append(
-                {
-                    "loss/policy": policy_loss,
-                    "loss/value": value_loss,
-                    "loss/total_no_kl": total_no_kl,
-                    "loss/total_with_kl": total_with_kl,
-                    "kl/approx": approx_kl,
-                    "kl/k3": ((ratio - 1) - log_ratio).mean(),  # always >= 0, lower variance
-                    "ppo/clip_frac": ((ratio - 1).abs() > config.ppo_clip_range).float().mean(),
-                    "ppo/ratio_mean": ratio.mean(),
-                    "policy/entropy": scores.entropy,
-                }
-            )
-    return mean_metrics(stats)

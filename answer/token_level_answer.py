@@ -8,21 +8,17 @@ Your tasks in this file (TASKS.md, tasks 7-9, the advanced track):
 - ``token_ppo_loss``: the clipped surrogate per token plus a clipped value loss.  (TASKS.md §8.3)
 - ``grpo_clip_loss``: GRPO with ratio clipping, k3 KL and three normalizations.   (TASKS.md §9.2)
 
-``token_rewards``, ``whiten``, ``KLController``, ``token_ppo_step`` and ``grpo_clip_step`` are given:
-read them to see how your functions are used (``train_ppo.py --level token``, ``train_grpo.py
---level token``). Shapes: N = replies in the batch, T = reply length (columns). ``mask`` is the
-response mask, (N, T) float: 1 on a reply's real tokens (up to and including its EOS), 0 on the
-padding after it; each row is ones then zeros. Log-probs here are per token, not summed.
-Run ``pytest -m graded -k token_level`` to check your work.
+``token_level`` and ``token_ppo_step`` in ``train_ppo.py``, ``token_level_update`` and
+``grpo_clip_step`` in ``train_grpo.py`` show how your functions are used (``--level token``).
+Shapes: N = replies in the batch, T = reply length (columns). ``mask`` is the response mask, (N, T)
+float: 1 on a reply's real tokens (up to and including its EOS), 0 on the padding after it; each row
+is ones then zeros. Log-probs here are per token, not summed. Run ``pytest -m graded -k token_level``
+to check your work.
 """
 
 from __future__ import annotations
 
 import torch
-
-from rlhf_practice.config import GRPOConfig, PPOConfig
-from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
-from rlhf_practice.tracking import check_finite, mean_metrics
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -72,7 +68,7 @@ def per_token_kl(
 
 
 def compute_gae(
-    token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimation over each reply's tokens, from the last real token back.
 
@@ -84,22 +80,22 @@ def compute_gae(
     used) nor receives (its advantage and return are 0).
 
     Args:
-        token_rewards: (N, T) reward of each token (the KL penalty, plus the score on the last one).
+        rewards: (N, T) reward r_t of each token (the KL penalty, plus the score on the last one).
         values: (N, T) V(s_t) from the value head when the replies were sampled. It may carry
             gradient: detach it; no gradient may reach ``values`` through A or R.
         mask: (N, T) response mask, each row ones then zeros.
         gamma: discount factor in [0, 1]; lam: the GAE lambda in [0, 1].
 
     Returns:
-        (advantages, returns), both (N, T), dtype of ``token_rewards``, 0 where ``mask`` is 0.
+        (advantages, returns), both (N, T), dtype of ``rewards``, 0 where ``mask`` is 0.
     """
     values = values.detach()
-    num_tokens = token_rewards.shape[1]
-    advantages = torch.zeros_like(token_rewards)
-    next_advantage = torch.zeros_like(token_rewards[:, 0])
-    next_value = torch.zeros_like(token_rewards[:, 0])
+    num_tokens = rewards.shape[1]
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    next_value = torch.zeros_like(rewards[:, 0])
     for t in reversed(range(num_tokens)):
-        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
         next_advantage = (delta + gamma * lam * next_advantage) * mask[:, t]
         next_value = values[:, t] * mask[:, t]
         advantages[:, t] = next_advantage
@@ -204,140 +200,3 @@ def grpo_clip_loss(
     if loss_type == "dr_grpo":
         return (per_token * mask).sum() / (mask.shape[0] * max_tokens)
     raise ValueError(f'loss_type={loss_type!r} is unknown; use "grpo", "dapo" or "dr_grpo".')
-
-
-def token_rewards(scores: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
-    """The per-token reward of RLHF: r_t = -beta * KL_t on every reply token, plus the reward
-    model's score on the reply's last real token. scores: (N,); kl, mask: (N, T). Returns (N, T)."""
-    last = mask.sum(dim=1).long().clamp(min=1) - 1  # (N,): index of each reply's last real token
-    rewards = -beta * kl * mask
-    return rewards.scatter_add(1, last.unsqueeze(1), scores.to(rewards.dtype).unsqueeze(1))
-
-
-def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Standardize over the real tokens: (x - masked mean) / masked std; padding stays 0."""
-    mean = masked_mean(values, mask)
-    var = masked_mean((values - mean) ** 2, mask)
-    return (values - mean) * torch.rsqrt(var + eps) * mask
-
-
-class KLController:
-    """The weight beta of the KL penalty: fixed, or adapted toward ``target`` (PPO paper, section 4):
-    after a step whose KL to the reference is d, beta is halved if d < target / 1.5 and doubled if
-    d > target * 1.5. ``target`` = 0 keeps beta fixed."""
-
-    def __init__(self, beta: float, target: float = 0.0):
-        self.beta, self.target = beta, target
-
-    def update(self, kl: float) -> None:
-        if self.target > 0 and kl < self.target / 1.5:
-            self.beta /= 2
-        elif self.target > 0 and kl > self.target * 1.5:
-            self.beta *= 2
-
-
-def token_ppo_step(
-    policy: PolicyValueModel,
-    optimizer: torch.optim.Optimizer,
-    generation: Generation,
-    old: TokenScores,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    config: PPOConfig,
-) -> dict[str, torch.Tensor]:
-    """One pass (epoch) of token-level PPO over N replies, ``config.ppo_num_minibatches`` minibatches:
-
-        loss/total = loss/policy + value_loss_coef * loss/value - entropy_coef * policy/entropy
-
-    ``old`` (log-probs and values at sampling time), ``advantages`` and ``returns`` are (N, T)
-    constants. Returns the metrics of the pass (0-dim tensors), averaged over its minibatches.
-    """
-    stats = []
-    for idx in torch.randperm(len(generation), device=returns.device).chunk(config.ppo_num_minibatches):
-        mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
-        policy_loss, value_loss = token_ppo_loss(
-            new.logprobs,
-            old.logprobs[idx],
-            advantages[idx],
-            new.values,
-            old.values[idx],
-            returns[idx],
-            mask,
-            config.ppo_clip_range,
-            config.clip_range_value,
-        )
-        entropy = masked_mean(new.entropy, mask)
-        total = policy_loss + config.value_loss_coef * value_loss - config.entropy_coef * entropy
-        check_finite("loss/total", total)
-
-        optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-        optimizer.step()
-
-        with torch.no_grad():
-            log_ratio = new.logprobs - old.logprobs[idx]
-            value_moved = (new.values - old.values[idx]).abs() > config.clip_range_value
-            stats.append(
-                {
-                    "loss/policy": policy_loss,
-                    "loss/value": value_loss,
-                    "loss/total": total,
-                    "kl/approx": masked_mean(-log_ratio, mask),  # per token, mean(old - new)
-                    "kl/k3": masked_mean(log_ratio.exp() - 1 - log_ratio, mask),
-                    "ppo/clip_frac": masked_mean(((log_ratio.exp() - 1).abs() > config.ppo_clip_range).float(), mask),
-                    "ppo/ratio_mean": masked_mean(log_ratio.exp(), mask),
-                    "loss/value_clipped_frac": masked_mean(value_moved.float(), mask),
-                    "policy/entropy": entropy,
-                }
-            )
-    return mean_metrics(stats)
-
-
-def grpo_clip_step(
-    policy: PolicyValueModel,
-    optimizer: torch.optim.Optimizer,
-    generation: Generation,
-    old_logprobs: torch.Tensor,
-    ref_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    config: GRPOConfig,
-) -> dict[str, torch.Tensor]:
-    """One GRPO-clip iteration over N = B * K replies, in ``config.grpo_num_minibatches`` minibatches.
-
-    ``old_logprobs`` and ``ref_logprobs`` are (N, T) constants, ``advantages`` (N,). Returns the
-    metrics of the iteration (0-dim tensors), averaged over its minibatches.
-    """
-    stats = []
-    for idx in torch.randperm(len(generation), device=advantages.device).chunk(config.grpo_num_minibatches):
-        mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
-        loss = grpo_clip_loss(
-            new.logprobs,
-            old_logprobs[idx],
-            ref_logprobs[idx],
-            advantages[idx],
-            mask,
-            config.grpo_clip_range,
-            config.beta,
-            config.loss_type,
-            config.max_new_tokens,
-        )
-        check_finite("loss/policy", loss)
-
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-        optimizer.step()
-
-        with torch.no_grad():
-            ratio = (new.logprobs - old_logprobs[idx]).exp()
-            stats.append(
-                {
-                    "loss/policy": loss,
-                    "ppo/clip_frac": masked_mean(((ratio - 1).abs() > config.grpo_clip_range).float(), mask),
-                    "policy/entropy": masked_mean(new.entropy, mask),
-                }
-            )
-    return mean_metrics(stats)

@@ -119,14 +119,12 @@ def test_default_run_names_never_collide(tmp_path: Path, working_impl: str) -> N
 
 
 def test_blown_up_weights_stop_with_one_line(tmp_path: Path, capsys, working_sources) -> None:
-    patch = (
-        "import torch\n_grpo_step = grpo_step\n\n\n"
-        "def grpo_step(policy, *args, **kwargs):\n"
-        "    out = _grpo_step(policy, *args, **kwargs)\n"
-        "    with torch.no_grad():\n"
-        "        for p in policy.parameters():\n"
-        "            p.fill_(float('inf'))\n"
-        "    return out\n"
+    patch = (  # every gradient of step 1 is inf: the clipped update turns the weights into NaN
+        "_grpo_loss = grpo_loss\n\n\n"
+        "def grpo_loss(logprobs, advantages):\n"
+        "    if logprobs.requires_grad:\n"
+        "        logprobs.register_hook(lambda grad: grad * float('inf'))\n"
+        "    return _grpo_loss(logprobs, advantages)\n"
     )
     folder = tmp_path / "inf_impl"
     folder.mkdir()
@@ -140,7 +138,14 @@ def test_blown_up_weights_stop_with_one_line(tmp_path: Path, capsys, working_sou
 
 
 def test_interrupt_before_the_first_step_writes_valid_json(tmp_path: Path, capsys, working_sources) -> None:
-    patch = "def ppo_step(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+    patch = (  # call 1 is the start-up check of the stubs; call 2 is inside step 1's update
+        "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
+        "def ppo_clip_loss(*args):\n"
+        "    _calls.append(1)\n"
+        "    if len(_calls) > 1:\n"
+        "        raise KeyboardInterrupt\n"
+        "    return _clip_loss(*args)\n"
+    )
     impl = _impl_folder(tmp_path / "impl", working_sources, patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl))
     assert code == 0 and "interrupted (Ctrl-C) at step 1" in capsys.readouterr().err
@@ -152,17 +157,19 @@ def test_interrupt_before_the_first_step_writes_valid_json(tmp_path: Path, capsy
 def test_second_ctrl_c_during_the_save_waits_for_it(tmp_path: Path, capsys, working_sources) -> None:
     """The first Ctrl-C stops training; a second one arrives in the middle of the save."""
     patch = (
-        "import os, signal\n_calls = []\n_step = ppo_step\n\n\n"
-        "def ppo_step(policy, *args, **kwargs):\n"
-        "    _calls.append(1)\n"
-        "    if len(_calls) > 2:\n"
+        "import gc, os, signal\nfrom rlhf_practice.modeling import PolicyValueModel\n"
+        "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
+        "def ppo_clip_loss(*args):\n"
+        "    _calls.append(1)  # call 1: the start-up check; 2-4: step 1 (2 epochs, then the logged loss)\n"
+        "    if len(_calls) > 4:\n"
+        "        policy = next(o for o in gc.get_objects() if isinstance(o, PolicyValueModel))\n"
         "        save = policy.save_pretrained\n"
         "        def save_and_interrupt(folder):\n"
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "            save(folder)\n"
         "        policy.save_pretrained = save_and_interrupt\n"
         "        raise KeyboardInterrupt\n"
-        "    return _step(policy, *args, **kwargs)\n"
+        "    return _clip_loss(*args)\n"
     )
     impl = _impl_folder(tmp_path / "impl", working_sources, patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl), "--num_steps", "5")
@@ -175,13 +182,13 @@ def test_second_ctrl_c_during_the_save_waits_for_it(tmp_path: Path, capsys, work
 def test_run_folder_gone_unwritable_saves_elsewhere(tmp_path: Path, capsys, working_sources) -> None:
     run_dir = tmp_path / "run"
     patch = (
-        "import shutil\nfrom pathlib import Path\n_calls = []\n_step = ppo_step\n\n\n"
-        "def ppo_step(*args, **kwargs):\n"
-        "    _calls.append(1)\n"
-        "    if len(_calls) == 2:  # after step 1: the run folder turns into something we cannot write into\n"
+        "import shutil\nfrom pathlib import Path\n_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
+        "def ppo_clip_loss(*args):\n"
+        "    _calls.append(1)  # call 1: the start-up check; 2-3: step 1 (1 epoch, then the logged loss)\n"
+        "    if len(_calls) == 4:  # in step 2: the run folder turns into something we cannot write into\n"
         f"        shutil.rmtree({str(run_dir)!r})\n"
         f"        Path({str(run_dir)!r}).write_text('')\n"
-        "    return _step(*args, **kwargs)\n"
+        "    return _clip_loss(*args)\n"
     )
     impl = _impl_folder(tmp_path / "impl", working_sources, patch)
     code, _, _ = run_script("ppo", tmp_path, "--impl", str(impl), "--ppo_epochs", "1")

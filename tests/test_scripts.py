@@ -217,12 +217,12 @@ def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys,
 
 def test_ctrl_c_saves_the_policy_and_flushes(tmp_path: Path, capsys, working_sources) -> None:
     patch = (
-        "_calls = []\n_step = ppo_step\n\n\n"
-        "def ppo_step(*args, **kwargs):\n"
-        "    _calls.append(1)\n"
-        "    if len(_calls) > 2:\n"
+        "_calls = []\n_clip_loss = ppo_clip_loss\n\n\n"
+        "def ppo_clip_loss(*args):\n"
+        "    _calls.append(1)  # call 1: the start-up check; 2-4: step 1 (2 epochs, then the logged loss)\n"
+        "    if len(_calls) > 4:\n"
         "        raise KeyboardInterrupt\n"
-        "    return _step(*args, **kwargs)\n"
+        "    return _clip_loss(*args)\n"
     )
     impl = _impl_folder(tmp_path / "interrupt_impl", working_sources, patch)
     code, _, run = run_script("ppo", tmp_path, "--impl", str(impl), "--num_steps", "5")

@@ -46,6 +46,17 @@ def test_student_file_matches_answer_outside_graded_bodies(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", sorted(PAIRS))
+def test_student_files_hold_only_graded_functions(module: str) -> None:
+    """Everything a student file defines is theirs to write: the code that uses it lives with the loops."""
+    for path in PAIRS[module]:
+        defined = {n.name for n in _parse(path).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        extra = defined - set(graded(module))
+        assert not extra, (
+            f"{path} defines {sorted(extra)}, which are not graded; move them next to the loop that uses them"
+        )
+
+
+@pytest.mark.parametrize("module", sorted(PAIRS))
 def test_graded_functions_have_docstrings_and_exist_in_both(module: str) -> None:
     for path in PAIRS[module]:
         functions = {n.name: n for n in _parse(path).body if isinstance(n, ast.FunctionDef)}
