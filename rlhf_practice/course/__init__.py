@@ -3,7 +3,7 @@ is, which TASKS.md section explains each function, and how many points it is wor
 
 Everything that needs to know the course reads :data:`TASKS`: the student-file generator, the
 scaffold tests, the pytest plugin, the grader, the mutation check and the release
-(``python -m rlhf_practice.course release OUT``). :func:`load_impl` picks whose implementation runs;
+(``python -m instructor release OUT``). :func:`load_impl` picks whose implementation runs;
 the answer key is reached only through it, never imported directly.
 """
 

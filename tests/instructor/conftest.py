@@ -8,8 +8,8 @@ from functools import cache
 
 import pytest
 
+from instructor.release import student_files
 from rlhf_practice.course import ROOT, TASKS
-from rlhf_practice.course.release import student_files
 
 
 def _graded_bodies(source: str) -> dict[str, str]:

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from instructor.cases import build_cases
+from instructor.fixtures import case_differences, differences, largest, record
 from rlhf_practice.checks import check_case, load_cases, run_case
 from rlhf_practice.course import TASKS
-from rlhf_practice.course.cases import build_cases
-from rlhf_practice.course.fixtures import case_differences, differences, largest, record
 
 # The same case book as tests/fixtures/graded_cases.pt at a7cd584, recorded on an Intel Xeon with AVX-512:
 # 25 values in 15 cases differ from this repository's recording by an ulp or a few (../shared/second-cpu/).
 SECOND_CPU = Path(__file__).parent / "fixtures" / "graded_cases_second_cpu.pt"
-RERECORD = "run python -m rlhf_practice.course fixtures"
+RERECORD = "run python -m instructor fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_a_changed_structure_fails(change: str, ours: list[dict]) -> None:
 
 
 def test_recording_keeps_a_file_that_agrees(tmp_path: Path, fresh: list[dict]) -> None:
-    """`python -m rlhf_practice.course fixtures` on another CPU changes no byte of an agreeing file."""
+    """`python -m instructor fixtures` on another CPU changes no byte of an agreeing file."""
     path = tmp_path / "graded_cases.pt"
     other = load_cases(SECOND_CPU)
     torch.save(other, path)

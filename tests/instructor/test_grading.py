@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from instructor.grading import FUNCTIONS, main
+from instructor.release import student_files
 from rlhf_practice.course import MODULES, ROOT, TASKS
-from rlhf_practice.course.release import student_files
-from rlhf_practice.grading import FUNCTIONS, main
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
 KEY = {f"{m}.py": (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from instructor.release import student_files
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.course import TASKS, graded, load_impl, probe_args
-from rlhf_practice.course.release import student_files
 
 ROOT = PACKAGE_DIR.parent
 PAIRS = {task.module: (task.student_file, task.answer_file) for task in TASKS}
@@ -41,7 +41,7 @@ def test_student_file_matches_answer_outside_graded_bodies(module: str) -> None:
     functions = set(graded(module))
     assert _without_graded_bodies(_parse(student), functions) == _without_graded_bodies(_parse(answer), functions), (
         f"{student} and {answer} differ outside the bodies of {sorted(functions)}. Edit the answer key and run "
-        "python scripts/make_student_files.py (instructor only: it rewrites the student files)."
+        "python -m instructor stubs (instructor only: it rewrites the student files)."
     )
 
 
@@ -77,7 +77,7 @@ def test_student_stubs_raise_not_implemented_citing_tasks() -> None:
 def test_student_files_are_what_the_generator_writes() -> None:
     for student, expected in student_files().items():
         assert (ROOT / student).read_text(encoding="utf-8") == expected, (
-            f"{student} is out of date; the instructor runs python scripts/make_student_files.py (it rewrites the student files)"
+            f"{student} is out of date; the instructor runs python -m instructor stubs (it rewrites the student files)"
         )
 
 

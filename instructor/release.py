@@ -1,6 +1,6 @@
 """Instructor only: the student release, and the stubs it carries.
 
-    python -m rlhf_practice.course release OUT
+    python -m instructor release OUT
 
 writes the student repository to OUT: every tracked file except the answer key and the instructor
 tools (:data:`INSTRUCTOR_ONLY`), the student files as freshly generated stubs, the recorded cases
@@ -22,14 +22,8 @@ from rlhf_practice.course import ROOT, TASKS, graded
 # Paths (files or folders, relative to the repository) that stay with the instructor.
 INSTRUCTOR_ONLY = (
     "answer",
+    "instructor",
     ".ci",
-    "rlhf_practice/grading.py",
-    "rlhf_practice/course/__main__.py",
-    "rlhf_practice/course/cases.py",
-    "rlhf_practice/course/fixtures.py",
-    "rlhf_practice/course/release.py",
-    "scripts/make_student_files.py",
-    "scripts/mutation_check.py",
     "tests/instructor",
 )
 DOCS = ("README.md", "TASKS.md")

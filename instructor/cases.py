@@ -1,19 +1,20 @@
 """Instructor only: build the graded cases from the answer key (see :mod:`rlhf_practice.checks`).
 
-    python -m rlhf_practice.course fixtures      # record tests/fixtures/graded_cases.pt from the key
+    python -m instructor fixtures      # record tests/fixtures/graded_cases.pt from the key
 
 :func:`build_cases` with ``seed=None`` gives the committed cases (fixed inputs: the task book's
 examples, edge cases and seeded random inputs); with a seed it gives only fresh random inputs, which
 the grader uses as hidden cases. Expected values come from the key; each case also records what
 common mistakes would return on its inputs, so that a failure can name the mistake without the key.
 This module is not part of the student release: its mistake formulas give the right ones away.
-:mod:`rlhf_practice.course.fixtures` compares a recording with the key, with a tolerance per dtype.
+:mod:`instructor.fixtures` compares a recording with the key, with a tolerance per dtype.
 """
 
 from __future__ import annotations
 
 import torch
 
+from instructor.mistakes import compile_variant, wrong_variants
 from rlhf_practice.course import TASKS, load_impl
 
 DTYPES = (torch.float32, torch.float64)
@@ -44,7 +45,7 @@ def _case(function, section, id, what, args, *, kwargs=None, key, mistakes=None,
     mistakes = {k: cast(v) for k, v in (mistakes or {}).items()}
     mistakes = {k: v for k, v in mistakes.items() if differs(v)}
     grads = grads or {}
-    return {
+    case = {
         "id": id,
         "function": function,
         "section": section,
@@ -61,6 +62,53 @@ def _case(function, section, id, what, args, *, kwargs=None, key, mistakes=None,
         "book": extra.pop("book", ""),
         "outputs": outputs,
     }
+    _add_catalogued_mistakes(case, differs)
+    return case
+
+
+def _add_catalogued_mistakes(case: dict, differs) -> None:
+    """Record what each wrong variant of the catalog returns on this case, under its diagnosis: its
+    value where that differs from the expected one, else the gradients where they differ. A result
+    that an earlier mistake already names, or that the generic checks catch (NaN, another shape or
+    dtype, an error), is not recorded."""
+    from rlhf_practice.checks import run_case
+
+    def plain_like(got, expected) -> bool:
+        got, expected = (got, expected) if isinstance(expected, list) else ([got], [expected])
+        return (
+            isinstance(got, list)
+            and len(got) == len(expected)
+            and all(
+                type(g) is torch.Tensor and g.shape == e.shape and g.dtype == e.dtype and bool(torch.isfinite(g).all())
+                for g, e in zip(got, expected)
+            )
+        )
+
+    def known(got, named: dict) -> bool:
+        return any(not _differs(got, wrong) for wrong in named.values())
+
+    for variant in wrong_variants(case["function"]):
+        result = run_case(compile_variant(variant), case)
+        got = result["output"]
+        if result["error"] or not plain_like(got, case["expected"]):
+            continue
+        if differs(got):
+            if not known(got, case["mistakes"]) and variant.diagnosis not in case["mistakes"]:
+                case["mistakes"][variant.diagnosis] = got
+            continue
+        for name, grad in case["grads"].items():
+            wrong = result["grads"].get(name)
+            if bool(grad["expected"].abs().sum() > 0) and plain_like(wrong, grad["expected"]):
+                if _differs(wrong, grad["expected"]) and not (
+                    known(wrong, grad["mistakes"]) or variant.diagnosis in grad["mistakes"]
+                ):
+                    grad["mistakes"][variant.diagnosis] = wrong
+
+
+def _differs(a, b) -> bool:
+    a, b = (a, b) if isinstance(a, list) else ([a], [b])
+    tol = 1e-6 if b[0].dtype == torch.float32 else 1e-12
+    return any(x.shape != y.shape or not torch.allclose(x, y, atol=tol) for x, y in zip(a, b))
 
 
 def _grad(expected, message="", mistakes=None):

@@ -1,6 +1,6 @@
 """Instructor only: do the recorded graded cases still say what the answer key computes?
 
-    python -m rlhf_practice.course fixtures      # record tests/fixtures/graded_cases.pt (kept if it agrees)
+    python -m instructor fixtures      # record tests/fixtures/graded_cases.pt (kept if it agrees)
 
 The recorded cases are made on one machine and checked on every other. Two correct ``exp``s, or two
 summation orders, may differ by an ulp, so a float is compared with a tolerance per dtype, and
@@ -140,7 +140,7 @@ def record(path: Path = CASES_FILE, cases: list[dict] | None = None) -> tuple[in
     """Save ``cases`` (default: built from the answer key) to ``path``, unless the file there already
     agrees within :data:`TOLERANCE` (then it is kept as it is, so that recording on another CPU changes
     no byte). Returns (number of cases, whether the file was written)."""
-    from rlhf_practice.course.cases import build_cases
+    from instructor.cases import build_cases
 
     cases = build_cases() if cases is None else cases
     try:

@@ -1,13 +1,13 @@
 """Grade a class: run each submission in isolation on the graded cases and print one score table.
 
-    python -m rlhf_practice.grading submissions/alice submissions/bob ...
-    python -m rlhf_practice.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
+    python -m instructor.grading submissions/alice submissions/bob ...
+    python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (a copy of their
 ``rlhf_practice/rl/``). For each one, a child process runs in a fresh temporary tree that holds the
-package and the two files and nothing else (no answer key, no tests), under limits on time, memory
+package and the submission's files and nothing else (no answer key, no tests), under limits on time, memory
 and output. Where the system allows it (``unshare``), the child also cannot see the answer key, the
-tests, the scripts or the git history of this repository, and cannot write to it. The child only
+tests, the scripts, the instructor wing or the git history of this repository, and cannot write to it. The child only
 *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
 hidden inputs made for this grading run, and writes the results (values and gradients) to a file.
 This process, which never imports student code, reads that file as plain tensors and compares.
@@ -50,8 +50,7 @@ HIDDEN_FROM_CHILD = (
     "tests",
     "scripts",
     ".git",
-    "rlhf_practice/course/cases.py",
-    "rlhf_practice/course/__pycache__",
+    "instructor",
 )
 CHILD_CODE = """\
 import sys
@@ -234,7 +233,7 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
 
 def hidden_cases(seed: int) -> list[dict]:
     """Fresh random cases, expected values from the live answer key (instructor's copy only)."""
-    from rlhf_practice.course.cases import build_cases
+    from instructor.cases import build_cases
 
     return build_cases(seed=seed)
 
@@ -264,7 +263,7 @@ def write_csv(path: Path, grades: list[Grade]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m rlhf_practice.grading",
+        prog="python -m instructor.grading",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

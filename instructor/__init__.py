@@ -1,0 +1,17 @@
+"""The instructor wing: everything that needs the answer key or grades students. Never shipped.
+
+    python -m instructor stubs            # rewrite rlhf_practice/rl/ from the answer key
+    python -m instructor fixtures         # record tests/fixtures/graded_cases.pt (kept if it agrees)
+    python -m instructor mutations        # every mistake of the catalog fails, every right variant passes
+    python -m instructor release OUT      # write the student release (no key, no instructor wing) to OUT
+    python -m instructor.grading DIR...   # grade a class, one submission per folder
+
+- :mod:`instructor.mistakes`: the one catalog of student mistakes (the wrong code and the diagnosis
+  it must get) and of right variants; both the cases and the mutation check read it.
+- :mod:`instructor.cases`: the graded cases, their expected values from the key.
+- :mod:`instructor.fixtures`: when a recording agrees with the key (a tolerance per dtype).
+- :mod:`instructor.mutations`: the catalog run in-process against the cases.
+- :mod:`instructor.release` and :mod:`instructor.grading`: the student release and the class grader.
+
+The student-facing package (``rlhf_practice``) never imports this one; the release leaves it out.
+"""

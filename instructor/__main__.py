@@ -1,0 +1,62 @@
+"""Instructor commands: python -m instructor {stubs, fixtures, mutations, release OUT}; the grader is
+python -m instructor.grading. See :mod:`instructor` for what each one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlhf_practice.checks import CASES_FILE
+from rlhf_practice.course import ROOT
+
+
+def main(argv: list[str] | None = None) -> None:
+    import instructor
+
+    parser = argparse.ArgumentParser(
+        prog="python -m instructor",
+        description=instructor.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("stubs", help="rewrite the student files in rlhf_practice/rl/ from the answer key")
+    commands.add_parser(
+        "fixtures",
+        help=f"record {CASES_FILE.relative_to(ROOT)} from the answer key (kept if it already agrees)",
+    )
+    commands.add_parser("mutations", help="check that the graded cases fail every catalogued mistake")
+    release = commands.add_parser("release", help="write the student release to OUT")
+    release.add_argument("out", type=Path, help="a new (or empty) folder")
+    args = parser.parse_args(argv)
+
+    if args.command == "stubs":
+        from instructor.release import student_files
+
+        for path, source in student_files().items():
+            (ROOT / path).write_text(source, encoding="utf-8")
+            print(f"wrote {path} from the answer key")
+    elif args.command == "fixtures":
+        from instructor.fixtures import record
+
+        count, written = record(CASES_FILE)
+        if written:
+            print(f"wrote {count} cases to {CASES_FILE} ({CASES_FILE.stat().st_size / 1024:.0f} KiB)")
+        else:
+            print(
+                f"{CASES_FILE} already agrees with the answer key ({count} cases, within the fixture tolerance): kept"
+            )
+    elif args.command == "mutations":
+        from instructor.mutations import main as mutations
+
+        mutations()
+    else:
+        from instructor.release import build_release
+
+        files = build_release(args.out)
+        size = sum((args.out / f).stat().st_size for f in files)
+        print(f"wrote the student release to {args.out}: {len(files)} files, {size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

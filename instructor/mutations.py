@@ -1,0 +1,68 @@
+"""The mutation check: every catalogued mistake fails the graded cases, and names itself; every right
+variant passes.
+
+    python -m instructor mutations
+
+Each :class:`~instructor.mistakes.Variant` becomes a function in a copy of the answer key's module
+(same signature, the variant's body), in this process, and runs on every case of its function: the
+recorded ones (tests/fixtures) and a fresh random set (the grader's hidden inputs), through the same
+:func:`~rlhf_practice.checks.run_case` / :func:`~rlhf_practice.checks.check_case` that the graded tests
+and the grader use. Prints one line per variant and exits 1 if any verdict is unexpected.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cache
+
+from instructor.mistakes import CATALOG, Variant, compile_variant
+from rlhf_practice.checks import check_case, load_cases, run_case
+
+HIDDEN_SEED = 7  # the fresh inputs: any seed other than the fixtures' one
+
+
+@dataclass
+class Verdict:
+    variant: Variant
+    messages: list[str]  # the failing cases' diagnoses, as a student running pytest reads them
+
+    @property
+    def ok(self) -> bool:
+        if self.variant.verdict == "right":
+            return not self.messages
+        return any(self.variant.diagnosis in message for message in self.messages)
+
+    @property
+    def shown(self) -> str:
+        """The message that names the mistake (else the first one), or "passed"."""
+        named = [m for m in self.messages if self.variant.diagnosis and self.variant.diagnosis in m]
+        return (named or self.messages or ["passed"])[0]
+
+
+@cache
+def all_cases() -> tuple[dict, ...]:
+    from instructor.cases import build_cases
+
+    return tuple(load_cases()) + tuple(build_cases(seed=HIDDEN_SEED))
+
+
+def judge(variant: Variant) -> Verdict:
+    """Run ``variant`` on every case of its function; collect the failures' messages."""
+    fn = compile_variant(variant)
+    messages = [check_case(case, run_case(fn, case)) for case in all_cases() if case["function"] == variant.function]
+    return Verdict(variant, [m for m in messages if m])
+
+
+def main() -> None:
+    verdicts = [judge(variant) for variant in CATALOG]
+    for v in verdicts:
+        said = v.shown[:300]
+        print(f"{'ok ' if v.ok else 'BAD'} {v.variant.verdict:5s} {v.variant.function}: {v.variant.name}\n      {said}")
+    bad = sum(not v.ok for v in verdicts)
+    print(f"{len(verdicts) - bad}/{len(verdicts)} verdicts as expected")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""The catalog of mistakes (instructor/mistakes.py) against the graded cases: every wrong variant fails
+with its diagnosis, every right variant passes (python -m instructor mutations prints the same)."""
+
+from __future__ import annotations
+
+import pytest
+
+from instructor.mistakes import CATALOG, Variant
+from instructor.mutations import judge
+
+
+@pytest.mark.parametrize("variant", CATALOG, ids=lambda v: f"{v.function}-{v.verdict}-{v.name}")
+def test_variant_gets_its_verdict(variant: Variant) -> None:
+    verdict = judge(variant)
+    if variant.verdict == "right":
+        assert not verdict.messages, f"a right answer fails: {verdict.messages[0]}"
+    else:
+        assert verdict.messages, "a catalogued mistake passes every graded case"
+        assert verdict.ok, f"no failure names the mistake ({variant.diagnosis!r}); the first says: {verdict.shown}"
+
+
+def test_catalog_names_are_unique_per_function() -> None:
+    names = [(v.function, v.name) for v in CATALOG]
+    assert len(names) == len(set(names))
+    assert all(v.verdict in ("right", "wrong") and (v.verdict == "right") == (v.diagnosis == "") for v in CATALOG)
