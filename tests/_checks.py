@@ -5,22 +5,10 @@ The comparison itself is :func:`rlhf_practice.checks.check_case`, the same one t
 
 from __future__ import annotations
 
-from functools import cache
-
 import pytest
 
-from rlhf_practice.checks import check_case, load_cases, run_case
+from rlhf_practice.checks import check_case, run_case
 from rlhf_practice.errors import ConfigError
-
-
-@cache
-def _all_cases() -> tuple[dict, ...]:
-    return tuple(load_cases())
-
-
-def cases(function: str) -> list:
-    """pytest parameters: one per recorded case of ``function``, named by the case's id."""
-    return [pytest.param(case, id=case["id"]) for case in _all_cases() if case["function"] == function]
 
 
 def module_of(impl: object, name: str) -> object:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_scripts import ROOT, _impl_folder, _metrics, run_script
+from _runs import ROOT, _impl_folder, _metrics, run_script
 
 DATA_FILES = {
     "empty.csv": (b"", "the file is empty"),

@@ -16,42 +16,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from _runs import ROOT, _impl_folder, _metrics, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlhf_practice import PACKAGE_DIR, compare
+from rlhf_practice import compare
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 
-ROOT = PACKAGE_DIR.parent
 SHARED_TAGS = {"reward/mean", "reward/std", "loss/policy", "adv/mean", "response/length", "time/step_s"}
 PPO_TAGS = SHARED_TAGS | {"loss/value", "loss/total_no_kl", "loss/total_with_kl", "kl/approx", "ppo/clip_frac"}
-SMALL = ["--preset", "tiny", "--device", "cpu", "--num_steps", "2", "--max_new_tokens", "6", "--sample_every", "1"]
-SIZES = {"ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"], "grpo": ["--train_batch_size", "4"]}
-
-
-def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:
-    """Run train_<algorithm>.py in this process; returns (exit code, stderr, run folder)."""
-    argv = [f"train_{algorithm}.py", *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
-    old_argv = sys.argv
-    sys.argv = argv
-    code = 0
-    try:
-        runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        sys.argv = old_argv
-    return code, "", run_dir / name
 
 
 def _readme_tags() -> set[str]:
     """The tags README.md's tag table explains (first column of its rows)."""
     rows = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
     return {tag for row in rows for tag in re.findall(r"`([a-z_]+/[a-z_0-9]+)`", row.split("|")[1])}
-
-
-def _metrics(run: Path) -> list[dict[str, str]]:
-    with open(run / "metrics.csv", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
@@ -189,14 +167,6 @@ def test_flag_of_wrong_type_is_reported_by_the_cli(capsys) -> None:
     code = _run_cli("train_ppo.py", "--train_batch_size", "many")
     out = capsys.readouterr()
     assert code == 2 and "train_batch_size" in out.out + out.err and "Traceback" not in out.out + out.err
-
-
-def _impl_folder(folder: Path, sources: dict[str, str], patch: str) -> Path:
-    """A copy of a working implementation with ``patch`` appended to ppo.py (to inject failures)."""
-    folder.mkdir()
-    (folder / "ppo.py").write_text(sources["ppo.py"] + "\n" + patch)
-    (folder / "grpo.py").write_text(sources["grpo.py"])
-    return folder
 
 
 def test_nan_loss_stops_with_one_line_and_keeps_the_logs(tmp_path: Path, capsys, working_sources) -> None:

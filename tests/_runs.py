@@ -1,0 +1,43 @@
+"""Helpers of the end-to-end tests: run a training script in this process, read its metrics, and
+make a patched copy of a working implementation."""
+
+from __future__ import annotations
+
+import csv
+import runpy
+import sys
+from pathlib import Path
+
+from rlhf_practice import PACKAGE_DIR
+
+ROOT = PACKAGE_DIR.parent
+SMALL = ["--preset", "tiny", "--device", "cpu", "--num_steps", "2", "--max_new_tokens", "6", "--sample_every", "1"]
+SIZES = {"ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"], "grpo": ["--train_batch_size", "4"]}
+
+
+def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:
+    """Run train_<algorithm>.py in this process; returns (exit code, stderr, run folder)."""
+    argv = [f"train_{algorithm}.py", *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
+    old_argv = sys.argv
+    sys.argv = argv
+    code = 0
+    try:
+        runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv = old_argv
+    return code, "", run_dir / name
+
+
+def _metrics(run: Path) -> list[dict[str, str]]:
+    with open(run / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _impl_folder(folder: Path, sources: dict[str, str], patch: str) -> Path:
+    """A copy of a working implementation with ``patch`` appended to ppo.py (to inject failures)."""
+    folder.mkdir()
+    (folder / "ppo.py").write_text(sources["ppo.py"] + "\n" + patch)
+    (folder / "grpo.py").write_text(sources["grpo.py"])
+    return folder
