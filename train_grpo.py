@@ -38,7 +38,7 @@ def main() -> None:
 
             # 2. Generate B*K replies (no gradient) and score them.
             generation = run.generate(input_ids, attention_mask)
-            replies, rewards = run.score_replies(generation)  # rewards: (B*K,)
+            replies, rewards = run.score_replies(generation, prompts)  # rewards: (B*K,)
 
             # 3. Group advantages: reward minus the mean of the K replies to the same prompt
             #    (your compute_group_advantages).

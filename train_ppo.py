@@ -39,7 +39,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         generation = run.generate(input_ids, attention_mask)  # sequences (B, P + T)
 
         # 2. Score the replies with the rule-based reward.
-        replies, rewards = run.score_replies(generation)  # rewards: (B,)
+        replies, rewards = run.score_replies(generation, prompts)  # rewards: (B,)
 
         # 3. Log-probs and values of the policy that sampled the replies: the "old" policy.
         with torch.no_grad():
@@ -89,7 +89,7 @@ def token_level(run: TrainingRun, config: PPOConfig) -> None:
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
         input_ids, attention_mask, prompts = run.next_prompts()
         generation = run.generate(input_ids, attention_mask)
-        replies, scores = run.score_replies(generation)  # (B,)
+        replies, scores = run.score_replies(generation, prompts)  # (B,)
         mask = generation.response_mask  # (B, T): 1 on each reply's tokens up to its EOS
 
         # 2. Per-token log-probs and values V(s_t) of the sampling policy, log-probs of the reference.

@@ -1,8 +1,9 @@
 """rlhf_practice: implement PPO and GRPO for language models yourself.
 
 The modules, in the order a training step uses them:
-``config`` (settings) -> ``data`` (prompts) -> ``modeling`` (generate, log-probs, values)
--> ``reward`` (a score per text) -> ``rl`` (advantages and losses, the student files)
+``config`` (settings) -> ``tasks`` (what is trained on: prompts from ``data``, the reward of
+``reward``, the model) -> ``modeling`` (generate, log-probs, values)
+-> ``rl`` (advantages and losses, the student files)
 -> ``tracking`` (TensorBoard, metrics.csv, samples). ``training`` sets a run up and closes it;
 ``course`` says which functions are graded and loads the implementation named by ``--impl``.
 """

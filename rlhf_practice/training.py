@@ -28,11 +28,11 @@ import torch
 
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
-from rlhf_practice.data import LOCAL_SUFFIXES, build_prompt_dataloader, infinite_batches
+from rlhf_practice.data import LOCAL_SUFFIXES
 from rlhf_practice.decoding import static_cache_support
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
-from rlhf_practice.modeling import Generation, PolicyValueModel, load_tokenizer
-from rlhf_practice.reward import RuleBasedReward, build_reward
+from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.tasks import Task, build_task
 from rlhf_practice.tracking import RunLogger
 
 if TYPE_CHECKING:
@@ -147,8 +147,8 @@ class TrainingRun:
     device: torch.device
     tokenizer: PreTrainedTokenizerBase
     policy: PolicyValueModel
-    prompts: Iterator[dict]
-    reward_fn: RuleBasedReward
+    task: Task
+    prompts: Iterator[dict]  # the task's prompt batches
     logger: RunLogger
     decoding: str = "hf"  # "static" or "hf": config.decoding resolved by resolve_decoding
 
@@ -181,11 +181,12 @@ class TrainingRun:
                 "lower learning_rate (or max_grad_norm)."
             ) from err
 
-    def score_replies(self, generation: Generation) -> tuple[list[str], torch.Tensor]:
-        """The decoded replies (up to their first EOS) and their rewards, (N,) float32 on the device."""
+    def score_replies(self, generation: Generation, prompts: list[str]) -> tuple[list[str], torch.Tensor]:
+        """The decoded replies (up to their first EOS) and the task's reward of each reply to its
+        prompt (one prompt text per row of ``generation``): (N,) float32 on the device."""
         with self.logger.timed("score"):
             replies = generation.decode(self.tokenizer)
-            return replies, self.reward_fn(replies).to(self.device)
+            return replies, self.task.reward(prompts, replies).to(self.device)
 
     def _save_policy(self, folder: Path) -> Path:
         """Write the policy and tokenizer to ``folder``/policy atomically: a partial save never has that name."""
@@ -256,20 +257,20 @@ def start_run(config: TrainConfig) -> TrainingRun:
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
     check_writable(Path(config.run_dir))
-    work_offline_unless_hub_answers([config.model.model_name, config.data.dataset_name])
+    task = build_task("sentiment", config)
+    work_offline_unless_hub_answers(task.hub_names())
 
     seed_everything(config.seed)
-    tokenizer = load_tokenizer(config.model.model_name)
+    tokenizer = task.load_tokenizer()
     if config.top_k > len(tokenizer):
         raise ConfigError(f"top_k={config.top_k} exceeds the vocabulary ({len(tokenizer)} tokens); use 0 for no limit.")
-    policy = PolicyValueModel.from_pretrained(config.model.model_name, device, config.model.value_head_init)
-    longest = config.data.max_prompt_length + config.max_new_tokens
-    if longest > policy.max_length:
+    policy = task.load_policy(device)
+    if task.max_prompt_length + config.max_new_tokens > policy.max_length:
         raise ConfigError(
-            f"max_new_tokens={config.max_new_tokens} plus data.max_prompt_length={config.data.max_prompt_length} "
+            f"max_new_tokens={config.max_new_tokens} plus data.max_prompt_length={task.max_prompt_length} "
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
-    loader = build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)
+    prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)
     try:
         logger = RunLogger(run_dir, config)
     except FileExistsError as err:  # a run started at the same moment took the name
@@ -281,8 +282,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     )
     decoding, how = resolve_decoding(config.decoding, policy)
     print(f"sampling: {how}", file=sys.stderr)
-    reward_fn = build_reward(config.reward)
-    return TrainingRun(config, impl, device, tokenizer, policy, infinite_batches(loader), reward_fn, logger, decoding)
+    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, decoding)
 
 
 def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str]:

@@ -204,10 +204,10 @@ def test_run_folder_gone_unwritable_saves_elsewhere(tmp_path: Path, capsys, work
 def test_a_signal_during_start_up_is_one_line(tmp_path: Path, sig: signal.Signals) -> None:
     code = (
         "import os, signal, sys, runpy\n"
-        "import rlhf_practice.training as t\n"
+        "from rlhf_practice.tasks.sentiment import SentimentTask\n"
         "def load(*a, **k):\n"
         f"    os.kill(os.getpid(), {int(sig)})\n"
-        "t.load_tokenizer = load\n"
+        "SentimentTask.load_tokenizer = load\n"
         f"sys.argv = ['train_grpo.py', '--impl', 'answer' if os.path.isdir({str(ROOT / 'answer')!r}) else 'student',"
         f" '--run_dir', {str(tmp_path)!r}]\n"
         f"runpy.run_path({str(ROOT / 'train_grpo.py')!r}, run_name='__main__')\n"

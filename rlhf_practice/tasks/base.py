@@ -1,0 +1,57 @@
+"""The interface every task implements: see :class:`Task` and the package docstring."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from rlhf_practice.config import TrainConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from rlhf_practice.modeling import PolicyValueModel
+
+
+class Task(ABC):
+    """One task; built from the run's config by :func:`build_task`.
+
+    A prompt batch (what :meth:`prompt_batches` yields) is a dict:
+
+    - ``input_ids``:      LongTensor (B, P), left-padded with the tokenizer's pad token;
+    - ``attention_mask``: LongTensor (B, P), 1 on real tokens, 0 on padding;
+    - ``prompt_text``:    list of B strings, the prompts as text (what :meth:`reward` receives).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+
+    def hub_names(self) -> list[str]:
+        """Model and dataset names that may have to come from the Hugging Face Hub (none by default)."""
+        return []
+
+    @abstractmethod
+    def load_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer, set up for generation: left padding and a pad token."""
+
+    @abstractmethod
+    def load_policy(self, device: torch.device) -> PolicyValueModel:
+        """The policy to start from (a causal LM plus a value head), on ``device``."""
+
+    @property
+    @abstractmethod
+    def max_prompt_length(self) -> int:
+        """The longest prompt, in tokens: with max_new_tokens it must fit the model's positions."""
+
+    @abstractmethod
+    def prompt_batches(self, tokenizer: PreTrainedTokenizerBase, batch_size: int, seed: int) -> Iterator[dict]:
+        """Batches of ``batch_size`` prompts, forever (see the class docstring); the same seed, the same batches."""
+
+    @abstractmethod
+    def reward(self, prompts: Sequence[str], replies: Sequence[str]) -> torch.Tensor:
+        """FloatTensor (N,): the reward of each reply (its text up to the first EOS) to its prompt."""
