@@ -154,6 +154,7 @@ CHANGES = {
     "hint": lambda c: c.update(hint=c["hint"] + " (reworded)"),
     "kwargs": lambda c: c.update(kwargs={**c["kwargs"], "eps": 1e-5}),
     "a mistake dropped": lambda c: c["mistakes"].pop(next(iter(c["mistakes"]))),
+    "the mistakes reordered": lambda c: c.update(mistakes=dict(reversed(c["mistakes"].items()))),
     "an input's dtype": lambda c: c["args"].__setitem__(0, (c["args"][0][0], c["args"][0][1].double())),
     "a gradient made zero": _zero_grad,
 }
