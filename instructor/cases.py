@@ -17,7 +17,7 @@ import torch
 
 from instructor.mistakes import compile_variant, wrong_variants
 from rlhf_practice.checks import run_case
-from rlhf_practice.course import TASKS, load_impl
+from rlhf_practice.course import load_impl, module_of
 
 DTYPES = (torch.float32, torch.float64)
 F64 = torch.float64
@@ -49,7 +49,7 @@ def _case(key, function, section, id, what, args, *, kwargs=None, hint="", grads
     A function that returns a tuple gets ``outputs`` (the names of its parts); its ``expected`` and
     each mistake are then lists of tensors.
     """
-    module = next(task.module for task in TASKS if task.function == function)
+    module = module_of(function)
     kwargs = kwargs or {}
     out = getattr(key.module(module), function)(
         *[v.clone() if isinstance(v, torch.Tensor) else v for _, v in args], **kwargs

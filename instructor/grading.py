@@ -39,10 +39,9 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import MODULES, ROOT, TASKS
+from rlhf_practice.course import GRADED, MODULES, ROOT, module_of
 
-FUNCTIONS = [task.function for task in TASKS]
-MODULE_OF = {task.function: task.module for task in TASKS}
+FUNCTIONS = [g.function for g in GRADED]
 SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)
 # What a child must not see or change: hidden from it when the system has `unshare`.
 HIDDEN_FROM_CHILD = (
@@ -88,8 +87,8 @@ class Grade:
     notes: list[str] = field(default_factory=list)
 
     def points(self, function: str) -> float:
-        task = next(task for task in TASKS if task.function == function)
-        return round(task.points * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
+        g = next(g for g in GRADED if g.function == function)
+        return round(g.points * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
 
     def total_points(self) -> float:
         return round(sum(self.points(f) for f in FUNCTIONS), 1)
@@ -113,7 +112,7 @@ def _file_notes(folder: Path) -> list[str]:
 def _child_inputs(cases: list[dict]) -> list[dict]:
     """What a child gets to see of the cases: the inputs, never the expected values."""
     keys = ("function", "args", "kwargs", "grad_of", "grad_weights")
-    return [{**{k: case[k] for k in keys}, "id": _key(case), "module": MODULE_OF[case["function"]]} for case in cases]
+    return [{**{k: case[k] for k in keys}, "id": _key(case), "module": module_of(case["function"])} for case in cases]
 
 
 def _key(case: dict) -> str:
@@ -239,14 +238,14 @@ def hidden_cases(seed: int) -> list[dict]:
 
 
 def markdown_table(grades: list[Grade]) -> str:
-    sections = {task.function: task.section for task in TASKS}
+    sections = {g.function: g.section for g in GRADED}
     header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), "total", "notes"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(FUNCTIONS) + 1), "---"]) + "|"]
     for g in grades:
         cells = [f"{g.points(f):g} ({g.passed[f]}/{g.total[f]})" for f in FUNCTIONS]
         lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
-    points = ", ".join(f"{task.function} {task.points:g}" for task in TASKS)
-    note = f"Points: {points} (total {sum(t.points for t in TASKS):g}); (passed/total) counts graded cases."
+    points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
+    note = f"Points: {points} (total {sum(g.points for g in GRADED):g}); (passed/total) counts graded cases."
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 

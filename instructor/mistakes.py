@@ -1109,9 +1109,9 @@ return l.mean(dim=1).mean() if loss_type == "grpo" else l.mean() if loss_type ==
 @cache
 def compile_variant(variant: Variant) -> Callable:
     """The variant as a function: the key's signature and module globals, the variant's body."""
-    from rlhf_practice.course import TASKS, load_impl
+    from rlhf_practice.course import load_impl, module_of
 
-    module_name = next(task.module for task in TASKS if task.function == variant.function)
+    module_name = module_of(variant.function)
     module = load_impl("answer").module(module_name)
     key = getattr(module, variant.function)
     source = f"def {variant.function}{inspect.signature(key)}:\n" + textwrap.indent(variant.body, "    ") + "\n"

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rlhf_practice.course import ROOT, TASKS, graded
+from rlhf_practice.course import GRADED, ROOT, graded
 
 # Paths (files or folders, relative to the repository) that stay with the instructor.
 INSTRUCTOR_ONLY = (
@@ -47,8 +47,8 @@ def stub_source(answer_source: str, functions: dict[str, str]) -> str:
 def student_files() -> dict[str, str]:
     """{student file: its generated source}, from the answer key."""
     return {
-        task.student_file: stub_source((ROOT / task.answer_file).read_text(encoding="utf-8"), graded(task.module))
-        for task in {task.module: task for task in TASKS}.values()
+        g.student_file: stub_source((ROOT / g.answer_file).read_text(encoding="utf-8"), graded(g.module))
+        for g in {g.module: g for g in GRADED}.values()
     }
 
 

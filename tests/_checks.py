@@ -11,7 +11,7 @@ from rlhf_practice.checks import check_case, run_case
 from rlhf_practice.errors import ConfigError
 
 
-def module_of(impl: object, name: str) -> object:
+def student_module(impl: object, name: str) -> object:
     """``impl.<name>``; a submission folder without that file fails in one line."""
     try:
         return impl.module(name)

@@ -22,7 +22,7 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import TASKS, has_answer_key
+from rlhf_practice.course import GRADED, has_answer_key
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
@@ -75,7 +75,7 @@ def _help(target: str) -> str:
 @cache
 def _graded_test_names() -> list[str]:
     """The graded tests' names with their ids (what ``-k`` can select), as tests/test_graded.py makes them."""
-    module_of = {task.function: task.module for task in TASKS}
+    module_of = {g.function: g.module for g in GRADED}
     return [f"test_graded[{module_of[c['function']]}-{c['function']}-{c['id']}]" for c in load_cases()]
 
 
@@ -222,7 +222,7 @@ def test_no_answer_key_commands_in_a_student_release() -> None:
         assert "--impl answer" not in text and "answer/" not in text, f"{doc} points to the answer key"
 
 
-TOKEN_LEVEL = {task.function for task in TASKS if task.module == "token_level"}
+TOKEN_LEVEL = {g.function for g in GRADED if g.module == "token_level"}
 
 
 def _section(number: str) -> str:

@@ -9,18 +9,17 @@ the task book's worked examples (``-k book_example``). Test ids read ``file-func
 from __future__ import annotations
 
 import pytest
-from _checks import check, module_of
+from _checks import check, student_module
 
 from rlhf_practice.checks import load_cases
-from rlhf_practice.course import TASKS
+from rlhf_practice.course import module_of
 
 pytestmark = pytest.mark.graded
-MODULE_OF = {task.function: task.module for task in TASKS}
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=f"{MODULE_OF[c['function']]}-{c['function']}-{c['id']}") for c in load_cases()],
+    [pytest.param(c, id=f"{module_of(c['function'])}-{c['function']}-{c['id']}") for c in load_cases()],
 )
 def test_graded(impl, case):
-    check(module_of(impl, MODULE_OF[case["function"]]), case)
+    check(student_module(impl, module_of(case["function"])), case)

@@ -1,7 +1,7 @@
 """The course, declared once: which student file holds which graded function, where the answer key
 is, which TASKS.md section explains each function, and how many points it is worth.
 
-Everything that needs to know the course reads :data:`TASKS`: the student-file generator, the
+Everything that needs to know the course reads :data:`GRADED`: the student-file generator, the
 scaffold tests, the pytest plugin, the grader, the mutation check and the release
 (``python -m instructor release OUT``). :func:`load_impl` picks whose implementation runs;
 the answer key is reached only through it, never imported directly.
@@ -26,7 +26,7 @@ ANSWER_DIR = ROOT / "answer"
 
 
 @dataclass(frozen=True)
-class Task:
+class GradedFunction:
     """One graded function of the course."""
 
     function: str
@@ -43,19 +43,19 @@ class Task:
         return f"answer/{self.module}_answer.py"
 
 
-TASKS: tuple[Task, ...] = (
-    Task("compute_advantages", "ppo", "§1.2", 25.0),
-    Task("ppo_clip_loss", "ppo", "§2.2", 25.0),
-    Task("compute_group_advantages", "grpo", "§3.2", 25.0),
-    Task("grpo_loss", "grpo", "§3.3", 25.0),
+GRADED: tuple[GradedFunction, ...] = (
+    GradedFunction("compute_advantages", "ppo", "§1.2", 25.0),
+    GradedFunction("ppo_clip_loss", "ppo", "§2.2", 25.0),
+    GradedFunction("compute_group_advantages", "grpo", "§3.2", 25.0),
+    GradedFunction("grpo_loss", "grpo", "§3.3", 25.0),
     # The advanced, token-level track (tasks 7-9): points on top of the 100 of tasks 1-4.
-    Task("masked_mean", "token_level", "§7.2", 5.0),
-    Task("per_token_kl", "token_level", "§7.3", 10.0),
-    Task("compute_gae", "token_level", "§8.2", 15.0),
-    Task("token_ppo_loss", "token_level", "§8.3", 10.0),
-    Task("grpo_clip_loss", "token_level", "§9.2", 10.0),
+    GradedFunction("masked_mean", "token_level", "§7.2", 5.0),
+    GradedFunction("per_token_kl", "token_level", "§7.3", 10.0),
+    GradedFunction("compute_gae", "token_level", "§8.2", 15.0),
+    GradedFunction("token_ppo_loss", "token_level", "§8.3", 10.0),
+    GradedFunction("grpo_clip_loss", "token_level", "§9.2", 10.0),
 )
-MODULES: tuple[str, ...] = tuple(dict.fromkeys(task.module for task in TASKS))
+MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py only for tasks 7-9
 
 
@@ -64,12 +64,17 @@ def has_answer_key() -> bool:
     return ANSWER_DIR.is_dir()
 
 
+def module_of(function: str) -> str:
+    """The student file ("ppo", "grpo", ...) that holds the graded ``function``."""
+    return next(g.module for g in GRADED if g.function == function)
+
+
 def graded(module: str) -> dict[str, str]:
     """{function: TASKS.md section} of the graded functions in one student file."""
-    return {task.function: task.section for task in TASKS if task.module == module}
+    return {g.function: g.section for g in GRADED if g.module == module}
 
 
-def probe_args(task: Task) -> tuple:
+def probe_args(g: GradedFunction) -> tuple:
     """A tiny valid input for ``task``'s function: enough to tell a stub from an implementation."""
     import torch
 
@@ -85,7 +90,7 @@ def probe_args(task: Task) -> tuple:
         "compute_gae": (grid, grid, mask, 1.0, 0.95),
         "token_ppo_loss": (grid, grid, grid, grid, grid, grid, mask, 0.2, 0.2),
         "grpo_clip_loss": (grid, grid, grid, torch.ones(1), mask, 0.2, 0.04, "grpo", 2),
-    }[task.function]
+    }[g.function]
 
 
 class Impl:
@@ -121,9 +126,9 @@ class Impl:
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
         NotImplementedError now, before any model or data is loaded."""
-        for task in TASKS:
-            if task.module == module:
-                getattr(self.module(module), task.function)(*probe_args(task))
+        for g in GRADED:
+            if g.module == module:
+                getattr(self.module(module), g.function)(*probe_args(g))
 
     def __repr__(self) -> str:
         return f"Impl({self.name!r})"

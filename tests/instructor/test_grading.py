@@ -16,7 +16,7 @@ import pytest
 
 from instructor.grading import FUNCTIONS, main
 from instructor.release import student_files
-from rlhf_practice.course import MODULES, ROOT, TASKS
+from rlhf_practice.course import GRADED, MODULES, ROOT
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
 KEY = {f"{m}.py": (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
@@ -171,7 +171,7 @@ def _digest() -> str:
 
 
 def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> None:
-    points = {task.function: task.points for task in TASKS}
+    points = {g.function: g.points for g in GRADED}
     assert float(rows["key"]["total"]) == sum(points.values()) == 150
     assert all(float(rows["key"][f]) == points[f] for f in FUNCTIONS)
     assert float(rows["stubs"]["total"]) == 0

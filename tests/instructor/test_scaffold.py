@@ -16,10 +16,10 @@ import torch
 
 from instructor.release import student_files
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.course import TASKS, graded, load_impl, probe_args
+from rlhf_practice.course import GRADED, graded, load_impl, probe_args
 
 ROOT = PACKAGE_DIR.parent
-PAIRS = {task.module: (task.student_file, task.answer_file) for task in TASKS}
+PAIRS = {g.module: (g.student_file, g.answer_file) for g in GRADED}
 
 
 def _parse(path: str) -> ast.Module:
@@ -68,9 +68,9 @@ def test_graded_functions_have_docstrings_and_exist_in_both(module: str) -> None
 @pytest.mark.untouched_stubs
 def test_student_stubs_raise_not_implemented_citing_tasks() -> None:
     student = load_impl("student")
-    for task in TASKS:
-        with pytest.raises(NotImplementedError, match=rf"{task.function}.*TASKS\.md {task.section}"):
-            getattr(student.module(task.module), task.function)(*probe_args(task))
+    for g in GRADED:
+        with pytest.raises(NotImplementedError, match=rf"{g.function}.*TASKS\.md {g.section}"):
+            getattr(student.module(g.module), g.function)(*probe_args(g))
 
 
 @pytest.mark.untouched_stubs
