@@ -179,6 +179,9 @@ class RewardConfig(Settings):
     """Replies with more words than this count as long."""
 
 
+LEVEL = one_of("sequence", "token")
+
+
 def _folder_name(name: str) -> bool:
     return name == "" or (Path(name).name == name and name not in (".", ".."))
 
@@ -191,7 +194,7 @@ class TrainConfig(Settings):
 
     preset: str = setting("auto", one_of("auto", *PRESET_NAMES))
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
-    level: str = setting("sequence", one_of("sequence", "token"))
+    level: str = setting("sequence", LEVEL)
     """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
     impl: str = setting(
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
@@ -257,19 +260,26 @@ class TrainConfig(Settings):
 
     def relations(self) -> list[Relation]:
         rows = self.replies_per_step()
+        wanted = CONFIGS.get((self.algorithm, self.level), type(self))
         return [
             (
                 rows <= MAX_ROWS_PER_STEP,
                 "train_batch_size",
                 self.train_batch_size,
                 f"means {rows} replies per step; keep that <= {MAX_ROWS_PER_STEP}",
-            )
+            ),
+            (
+                type(self) is wanted,
+                "level",
+                self.level,
+                f"needs a {wanted.__name__} (on the command line, --level {self.level} picks it)",
+            ),
         ]
 
 
 @dataclass
-class PPOConfig(TrainConfig):
-    """Settings of ``train_ppo.py``."""
+class PPOBase(TrainConfig):
+    """Settings of ``train_ppo.py`` at both levels."""
 
     algorithm: ClassVar[str] = "ppo"
 
@@ -281,8 +291,32 @@ class PPOConfig(TrainConfig):
     """Split each batch into this many minibatches per pass (raise it when memory runs out)."""
     value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
+
+    def relations(self) -> list[Relation]:
+        return [
+            *super().relations(),
+            (
+                self.train_batch_size % self.ppo_num_minibatches == 0,
+                "train_batch_size",
+                self.train_batch_size,
+                f"must be divisible by ppo_num_minibatches ({self.ppo_num_minibatches})",
+            ),
+        ]
+
+
+@dataclass
+class PPOConfig(PPOBase):
+    """Settings of ``train_ppo.py`` (tasks 1-2: one log-prob, value and reward per reply)."""
+
     kl_coef: float = setting(0.05, at_least(0, "0 turns the KL penalty off"))
     """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty). Sequence level only."""
+
+
+@dataclass
+class TokenPPOConfig(PPOBase):
+    """Settings of ``train_ppo.py --level token`` (tasks 7-8: KL to a frozen reference in the reward, GAE)."""
+
+    level: str = setting("token", LEVEL)
     beta: float = setting(0.05, at_least(0, "0 = no KL penalty to the reference"))
     """Token level: beta in the per-token reward r_t = -beta * KL_t (+ the score on the last token); KL to the frozen reference."""
     kl_estimator: str = setting("k1", one_of("k1", "k3"))
@@ -298,36 +332,15 @@ class PPOConfig(TrainConfig):
     entropy_coef: float = setting(0.0, NOT_NEGATIVE)
     """Token level: weight of the entropy bonus, loss/total = policy + value_loss_coef * value - entropy_coef * entropy."""
 
-    def relations(self) -> list[Relation]:
-        return [
-            *super().relations(),
-            (
-                self.train_batch_size % self.ppo_num_minibatches == 0,
-                "train_batch_size",
-                self.train_batch_size,
-                f"must be divisible by ppo_num_minibatches ({self.ppo_num_minibatches})",
-            ),
-        ]
-
 
 @dataclass
 class GRPOConfig(TrainConfig):
-    """Settings of ``train_grpo.py``."""
+    """Settings of ``train_grpo.py`` (tasks 3-4: one log-prob and reward per reply, the group's mean as baseline)."""
 
     algorithm: ClassVar[str] = "grpo"
 
     grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
-    beta: float = setting(0.04, at_least(0, "0 = no KL penalty to the reference"))
-    """Token level: weight of the k3 KL to the frozen reference in the GRPO-clip loss (0 = none; it is still logged)."""
-    grpo_clip_range: float = setting(0.2, within("(0, 1)"))
-    """Token level: epsilon of the ratio clip against the policy that sampled the replies; must lie in (0, 1)."""
-    grpo_iterations: int = setting(2, POSITIVE)
-    """Token level: mu, updates on each batch of replies (the ratio moves away from 1 from the second one on)."""
-    grpo_num_minibatches: int = setting(1, POSITIVE)
-    """Token level: split the B * K replies into this many minibatches per iteration."""
-    loss_type: str = setting("grpo", one_of("grpo", "dapo", "dr_grpo"))
-    """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens) or "dr_grpo" (sum / (N * max_new_tokens))."""
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size
@@ -342,6 +355,29 @@ class GRPOConfig(TrainConfig):
                 f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
             ),
             *super().relations(),
+        ]
+
+
+@dataclass
+class TokenGRPOConfig(GRPOConfig):
+    """Settings of ``train_grpo.py --level token`` (task 9: GRPO-clip with a KL to a frozen reference)."""
+
+    level: str = setting("token", LEVEL)
+    beta: float = setting(0.04, at_least(0, "0 = no KL penalty to the reference"))
+    """Token level: weight of the k3 KL to the frozen reference in the GRPO-clip loss (0 = none; it is still logged)."""
+    grpo_clip_range: float = setting(0.2, within("(0, 1)"))
+    """Token level: epsilon of the ratio clip against the policy that sampled the replies; must lie in (0, 1)."""
+    grpo_iterations: int = setting(2, POSITIVE)
+    """Token level: mu, updates on each batch of replies (the ratio moves away from 1 from the second one on)."""
+    grpo_num_minibatches: int = setting(1, POSITIVE)
+    """Token level: split the B * K replies into this many minibatches per iteration."""
+    loss_type: str = setting("grpo", one_of("grpo", "dapo", "dr_grpo"))
+    """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens) or "dr_grpo" (sum / (N * max_new_tokens))."""
+
+    def relations(self) -> list[Relation]:
+        rows = self.replies_per_step()
+        return [
+            *super().relations(),
             (
                 rows % self.grpo_num_minibatches == 0,
                 "grpo_num_minibatches",
@@ -349,6 +385,15 @@ class GRPOConfig(TrainConfig):
                 f"must divide the {rows} replies per step",
             ),
         ]
+
+
+# The class for each script (algorithm) and --level.
+CONFIGS: dict[tuple[str, str], type[TrainConfig]] = {
+    ("ppo", "sequence"): PPOConfig,
+    ("ppo", "token"): TokenPPOConfig,
+    ("grpo", "sequence"): GRPOConfig,
+    ("grpo", "token"): TokenGRPOConfig,
+}
 
 
 def field_bound(cls: type, name: str) -> Bound | None:
@@ -412,12 +457,14 @@ def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
     return cls(preset=preset, **overrides)
 
 
-def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
-    """Build ``cls`` from the command line: the preset's defaults, then the flags given.
+def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> TrainConfig:
+    """Build the config of ``cls.algorithm`` at the ``--level`` given: the preset's defaults, then the flags.
 
     Every field is a flag (``--train_batch_size 8``, ``--model.model_name gpt2``); ``--help`` lists
-    them all with the defaults of the chosen preset. Prints one line naming the preset. The values
-    are checked once, by :meth:`TrainConfig.validate` when the run starts.
+    them all with the defaults of the chosen preset. ``--preset`` and ``--level`` are read first: the
+    preset picks the defaults, the level the class (:data:`CONFIGS`), so a flag of the other level is
+    one clear error. Prints one line naming the preset. The values are checked once, by
+    :meth:`Settings.validate` when the run starts.
     """
     import argparse
     import sys
@@ -425,20 +472,50 @@ def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
     import tyro
 
     args = list(sys.argv[1:] if args is None else args)
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset", default="auto")
-    requested = pre.parse_known_args(args)[0].preset
-    if requested == "auto":
+    pre.add_argument("--level", default=cls.level)
+    known = pre.parse_known_args(args)[0]
+    if not LEVEL.accepts(known.level):
+        raise ConfigError(f"level={known.level!r} {LEVEL.problem()}.")
+    cls = CONFIGS[cls.algorithm, known.level]
+    other = _other_level(cls)
+    for arg in args:
+        name = arg.split("=")[0][2:].replace("-", "_")
+        if arg.startswith("--") and name in _field_names(other) - _field_names(cls):
+            fix = "add --level token" if other.level == "token" else "drop it, or drop --level token"
+            raise ConfigError(f"--{name} is a {other.level}-level setting of train_{cls.algorithm}.py; {fix}.")
+    if known.preset == "auto":
         preset = "gpt2" if _cuda_available() else "tiny"
         reason = "CUDA is available" if preset == "gpt2" else "no CUDA device found"
         note = f"preset: {preset} (auto: {reason}; choose with --preset tiny|gpt2)"
     else:
-        preset, note = requested, f"preset: {requested}"
-    config = tyro.cli(cls, args=args, default=preset_config(cls, preset), use_underscores=True)
+        preset, note = known.preset, f"preset: {known.preset}"
+    default = preset_config(cls, preset)
+    config = tyro.cli(cls, args=args, default=default, description=_description(cls), use_underscores=True)
     config.preset = preset
     if not any(a in ("-h", "--help") for a in args):
         print(note, file=sys.stderr)
     return config
+
+
+def _other_level(cls: type[TrainConfig]) -> type[TrainConfig]:
+    return CONFIGS[cls.algorithm, "token" if cls.level == "sequence" else "sequence"]
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _description(cls: type[TrainConfig]) -> str:
+    """``--help``'s first paragraph: the class's docstring, and the flags that only the other level has."""
+    other = _other_level(cls)
+    only = ", ".join(f"--{f.name}" for f in dataclasses.fields(other) if f.name not in _field_names(cls))
+    if not only:
+        return cls.__doc__
+    if other.level == "token":
+        return f"{cls.__doc__} With --level token: {only} (python train_{cls.algorithm}.py --level token --help)."
+    return f"{cls.__doc__} Without --level token: {only}."
 
 
 def _cuda_available() -> bool:

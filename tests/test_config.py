@@ -8,12 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_practice.config import Bound, GRPOConfig, PPOConfig, parse_config, preset_config
+from rlhf_practice.config import (
+    CONFIGS,
+    Bound,
+    GRPOConfig,
+    PPOConfig,
+    TokenGRPOConfig,
+    TokenPPOConfig,
+    parse_config,
+    preset_config,
+)
 from rlhf_practice.course import load_impl
 from rlhf_practice.errors import ConfigError
 
 
-@pytest.mark.parametrize("cls", [PPOConfig, GRPOConfig])
+@pytest.mark.parametrize("cls", CONFIGS.values())
 @pytest.mark.parametrize("preset", ["tiny", "gpt2"])
 def test_presets_are_valid(cls, preset) -> None:
     config = preset_config(cls, preset)
@@ -35,6 +44,40 @@ def test_parse_config_reads_flags_and_announces_preset(capsys) -> None:
     )
     assert (config.ppo_clip_range, config.model.model_name, config.seed, config.preset) == (0.1, "gpt2", 7, "tiny")
     assert "preset: tiny" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cls", "token_cls"), [(PPOConfig, TokenPPOConfig), (GRPOConfig, TokenGRPOConfig)])
+def test_level_token_picks_the_token_config(cls, token_cls) -> None:
+    config = parse_config(cls, ["--preset", "tiny", "--level", "token", "--beta", "0.3"])
+    assert type(config) is token_cls and (config.level, config.beta) == ("token", 0.3)
+    assert type(parse_config(cls, ["--preset", "tiny", "--level=sequence"])) is cls
+    assert not hasattr(config, "kl_coef") and not hasattr(parse_config(cls, ["--preset", "tiny"]), "beta")
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "message"),
+    [
+        (PPOConfig, ["--beta", "0.1"], "--beta is a token-level setting of train_ppo.py; add --level token."),
+        (GRPOConfig, ["--loss_type=dapo"], "--loss_type is a token-level setting of train_grpo.py; add --level token."),
+        (
+            PPOConfig,
+            ["--level", "token", "--kl_coef", "0"],
+            "--kl_coef is a sequence-level setting of train_ppo.py; drop it, or drop --level token.",
+        ),
+        (GRPOConfig, ["--level", "tokens"], 'level=\'tokens\' is unknown; use "sequence" or "token".'),
+    ],
+)
+def test_a_flag_of_the_other_level_is_one_clear_error(cls, args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(cls, ["--preset", "tiny", *args])
+    assert str(info.value) == message
+
+
+def test_level_must_match_the_class() -> None:
+    config = preset_config(PPOConfig, "tiny")
+    config.level = "token"
+    with pytest.raises(ConfigError, match=r"level='token' needs a TokenPPOConfig \(on the command line, --level token"):
+        config.validate()
 
 
 def test_parse_config_auto_preset_without_cuda(capsys, monkeypatch) -> None:
@@ -83,6 +126,8 @@ BAD_VALUES = [
     (PPOConfig, {"device": "gpu"}, "device='gpu' is not a device"),
     (PPOConfig, {"preset": "huge"}, "preset='huge' is unknown"),
     (GRPOConfig, {"grpo_group_size": 1}, "grpo_group_size=1 must be >= 2"),
+    (TokenGRPOConfig, {"grpo_num_minibatches": 3}, "grpo_num_minibatches=3 must divide the 64 replies per step"),
+    (TokenPPOConfig, {"ppo_num_minibatches": 5}, "train_batch_size=64 must be divisible by ppo_num_minibatches (5)"),
     (GRPOConfig, {"max_grad_norm": 0.0}, "max_grad_norm=0.0 must be > 0"),
 ]
 
@@ -128,7 +173,7 @@ def _just_outside(bound: Bound, is_int: bool, name: str) -> list[object]:
     return [int(v) if is_int else float(v) for v in values]
 
 
-BOUNDED = [(cls, *field) for cls in (PPOConfig, GRPOConfig) for field in _bounded_fields(preset_config(cls, "tiny"))]
+BOUNDED = [(cls, *field) for cls in CONFIGS.values() for field in _bounded_fields(preset_config(cls, "tiny"))]
 
 
 @pytest.mark.parametrize(
