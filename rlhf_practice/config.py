@@ -15,7 +15,9 @@ Flags given on the command line override the preset, e.g.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
 import os
 import re
@@ -518,7 +520,67 @@ def _description(cls: type[TrainConfig]) -> str:
     return f"{cls.__doc__} Without --level token: {only}."
 
 
+def flag_table() -> str:
+    """Every flag of ``train_ppo.py`` and ``train_grpo.py`` as a Markdown table, made from the fields.
+
+    Columns: the flag, its default in each script ("tiny / gpt2" where the presets differ, "-" where
+    the script has no such flag), its bound and its help. README.md holds this table.
+    """
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for (algorithm, _), cls in CONFIGS.items():
+        for name, help_, bound, default in _flag_rows(preset_config(cls, "tiny"), preset_config(cls, "gpt2")):
+            row = rows.setdefault((name, help_), {"bound": bound.shown() if bound else ""})
+            row.setdefault(algorithm, _SHOWN_DEFAULTS.get(name, default))
+    lines = ["| flag | train_ppo.py | train_grpo.py | bound | help |", "|---|---|---|---|---|"]
+    for (name, help_), row in rows.items():
+        cells = [f"`--{name}`", row.get("ppo", "-"), row.get("grpo", "-"), row["bound"], help_]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_SHOWN_DEFAULTS = {"preset": "auto", "impl": "$RLHF_IMPL, else student"}  # defaults no preset fixes
+
+
+def _flag_rows(tiny: Settings, gpt2: Settings, prefix: str = "") -> list[tuple[str, str, Bound | None, str]]:
+    """(flag name, help, bound, default) of every field, nested ones as "data.max_samples"."""
+    helps = _helps(type(tiny))
+    out = []
+    for f in dataclasses.fields(tiny):
+        a, b = getattr(tiny, f.name), getattr(gpt2, f.name)
+        if dataclasses.is_dataclass(a):
+            out += _flag_rows(a, b, f"{prefix}{f.name}.")
+        else:
+            shown = [repr(v) if v == "" else str(v) for v in (a, b)]
+            out.append((prefix + f.name, helps[f.name], f.metadata.get("bound"), " / ".join(dict.fromkeys(shown))))
+    return out
+
+
+def _helps(cls: type) -> dict[str, str]:
+    """Field name -> the docstring under it (the help ``--help`` shows), bases' fields included."""
+    helps = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            body = ast.parse(inspect.getsource(klass)).body[0].body
+            for field_, doc in zip(body, body[1:]):
+                if (
+                    isinstance(field_, ast.AnnAssign)
+                    and isinstance(doc, ast.Expr)
+                    and isinstance(doc.value, ast.Constant)
+                ):
+                    helps[field_.target.id] = " ".join(doc.value.value.split())
+    return helps
+
+
 def _cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rlhf_practice.config", description=flag_table.__doc__)
+    parser.add_argument("--markdown", action="store_true", required=True, help="print the flag table README.md holds")
+    parser.parse_args()
+    print(flag_table(), end="")
