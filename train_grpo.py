@@ -15,7 +15,7 @@ from types import ModuleType
 
 import torch
 
-from rlhf_practice.config import GRPOConfig, parse_config
+from rlhf_practice.config import GRPOConfig, TokenGRPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel
 from rlhf_practice.tracking import check_finite, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
@@ -62,7 +62,7 @@ def token_level_update(
     reference: PolicyValueModel,
     generation: Generation,
     advantages: torch.Tensor,
-    config: GRPOConfig,
+    config: TokenGRPOConfig,
 ) -> dict[str, torch.Tensor]:
     """--level token: mu = grpo_iterations GRPO-clip updates on one batch of replies."""
     rl = run.impl.token_level
@@ -108,7 +108,7 @@ def grpo_clip_step(
     old_logprobs: torch.Tensor,
     ref_logprobs: torch.Tensor,
     advantages: torch.Tensor,
-    config: GRPOConfig,
+    config: TokenGRPOConfig,
 ) -> dict[str, torch.Tensor]:
     """One GRPO-clip iteration over N = B * K replies, in ``config.grpo_num_minibatches`` minibatches
     (your ``rl.grpo_clip_loss`` and ``rl.masked_mean``).

@@ -17,7 +17,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from rlhf_practice.config import PPOConfig, parse_config
+from rlhf_practice.config import PPOConfig, TokenPPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
 from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
@@ -78,7 +78,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         run.logger.log(step, metrics, prompts, replies, rewards)
 
 
-def token_level(run: TrainingRun, config: PPOConfig) -> None:
+def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
     """--level token: per-token rewards with a KL penalty to the start policy, GAE, clipped losses."""
     rl = run.impl.token_level
     policy = run.policy
@@ -218,7 +218,7 @@ def token_ppo_step(
     old: TokenScores,
     advantages: torch.Tensor,
     returns: torch.Tensor,
-    config: PPOConfig,
+    config: TokenPPOConfig,
 ) -> dict[str, torch.Tensor]:
     """One pass (epoch) of token-level PPO over N replies, ``config.ppo_num_minibatches`` minibatches
     (your ``rl.token_ppo_loss`` and ``rl.masked_mean``):

@@ -5,8 +5,8 @@
 writes the student repository to OUT: every tracked file except the answer key and the instructor
 tools (:data:`INSTRUCTOR_ONLY`), the student files as freshly generated stubs, the recorded cases
 under ``tests/fixtures/``, and README.md / TASKS.md with their instructor-only parts removed
-(``<!-- instructor -->`` ... ``<!-- /instructor -->``) and their release-only parts shown
-(``<!-- release`` ... ``-->``).
+(``<!-- instructor -->`` ... ``<!-- /instructor -->``), their release-only parts shown
+(``<!-- release`` ... ``-->``) and the markers of generated parts (``<!-- flags: ... -->``) dropped.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def student_files() -> dict[str, str]:
 
 
 def release_doc(text: str) -> str:
-    """A document as the release shows it: instructor blocks removed, release blocks shown."""
+    """A document as the release shows it: instructor blocks removed, release blocks shown, generated parts
+    without their markers."""
+    text = re.sub(r"(?m)^<!-- /?flags\b[^\n]*-->\n", "", text)
     inside = r"(?:(?!<!--).)*?"  # a block's text never spans another marker
     text = re.sub(rf"(?m)^<!-- instructor -->\n{inside}\n<!-- /instructor -->\n", "", text, flags=re.S)  # lines
     text = re.sub(rf"<!-- instructor -->{inside}<!-- /instructor -->", "", text, flags=re.S)  # within a line

@@ -1,4 +1,6 @@
-"""Every setting of a run, as dataclasses with one comment per field.
+"""Every setting of a run, as dataclasses: each field declares its bound next to it (``setting(default,
+bound)``) and its help in the docstring under it (what ``--help`` shows). One checker, :func:`check`,
+walks the fields; the few checks that involve two settings are each class's ``relations()``.
 
 ``train_ppo.py`` reads a :class:`PPOConfig`, ``train_grpo.py`` a :class:`GRPOConfig`; both share
 :class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
@@ -13,10 +15,13 @@ Flags given on the command line override the preset, e.g.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -27,285 +32,395 @@ PRESET_NAMES = ("tiny", "gpt2")
 MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
+@dataclass(frozen=True)
+class Bound:
+    """What one setting accepts: a range of numbers, one of a few words, or a rule said in words.
+
+    A range runs from ``low`` to ``high``; an open end excludes the number itself. ``text`` is the
+    bound as the flag table and the error show it; ``hint`` follows the problem after a semicolon.
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+    rule: Callable[[Any], bool] | None = None
+    text: str = ""
+    hint: str = ""
+
+    def accepts(self, value: Any) -> bool:
+        if self.rule is not None:
+            return self.rule(value)
+        if self.choices:
+            return value in self.choices
+        above = self.low < value if self.open_low else self.low <= value
+        below = value < self.high if self.open_high else value <= self.high
+        return above and below
+
+    def shown(self) -> str:
+        """The bound in a few characters: "(0, 1]", ">= 0", '"zero" or "random"'."""
+        if self.text:
+            return self.text
+        if self.choices:
+            quoted = [f'"{c}"' for c in self.choices]
+            return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+        if self.high == math.inf:
+            return f"{'>' if self.open_low else '>='} {_number(self.low)}"
+        ends = "(" if self.open_low else "[", ")" if self.open_high else "]"
+        return f"{ends[0]}{_number(self.low)}, {_number(self.high)}{ends[1]}"
+
+    def problem(self) -> str:
+        """What the error says after ``name=value``."""
+        if self.rule is not None:
+            return self.hint
+        if self.choices:
+            return f"is unknown; use {self.shown()}"
+        verb = "must be" if self.high == math.inf else "must lie in"
+        return f"{verb} {self.shown()}" + (f"; {self.hint}" if self.hint else "")
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def at_least(low: float, hint: str = "") -> Bound:
+    return Bound(low=low, hint=hint)
+
+
+def above(low: float, hint: str = "") -> Bound:
+    return Bound(low=low, open_low=True, hint=hint)
+
+
+def within(interval: str, hint: str = "", text: str = "") -> Bound:
+    """A bound from its mathematical notation: ``within("(0, 1]")``."""
+    low, high = (float(x) for x in interval[1:-1].split(","))
+    return Bound(low, high, interval[0] == "(", interval[-1] == ")", text=text, hint=hint)
+
+
+def one_of(*choices: str) -> Bound:
+    return Bound(choices=choices)
+
+
+POSITIVE = Bound(low=1, text="a positive integer")
+NOT_NEGATIVE = at_least(0)
+
+
+def setting(
+    default: Any = dataclasses.MISSING, bound: Bound | None = None, factory: Callable[[], Any] | None = None
+) -> Any:
+    """A dataclass field that carries its bound (its help is the docstring under it, which tyro reads)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"bound": bound})
+    return field(default=default, metadata={"bound": bound})
+
+
+Relation = tuple[bool, str, object, str]  # (ok, name, value, problem) for a check that involves two settings
+
+
+class Settings:
+    """Base of every config dataclass: ``validate()`` runs the one checker, :func:`check`."""
+
+    def relations(self) -> list[Relation]:
+        """Checks that involve two settings, run after every field's own bound (so no division by 0)."""
+        return []
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid setting and what to do."""
+        check(self)
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(Settings):
     model_name: str = "tiny"
     """Policy to start from: "tiny" (shipped with the package), a hub name such as "gpt2", or a local folder."""
-    value_head_init: str = "zero"
+    value_head_init: str = setting("zero", one_of("zero", "random"))
     """How a new value head starts: "zero" (V = 0 everywhere, the default) or "random" (small random weights)."""
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Settings):
     dataset_name: str = "tiny"
     """Prompt source: "tiny" (built-in corpus), a hub dataset such as "imdb", or a local .csv/.json/.jsonl/.parquet/.txt file."""
     dataset_split: str = "train"
     """Split to read from a hub dataset (local files always have one split, "train")."""
     text_column: str = "text"
     """Column that holds the review text."""
-    min_prompt_length: int = 2
+    min_prompt_length: int = setting(2, POSITIVE)
     """Shortest prompt, in tokens: each prompt is the first N tokens of a review, N drawn from [min, max]."""
-    max_prompt_length: int = 8
+    max_prompt_length: int = setting(8, POSITIVE)
     """Longest prompt, in tokens."""
-    max_samples: int = 0
+    max_samples: int = setting(0, at_least(0, "0 = all"))
     """Use only the first this many texts (0 = all); handy to start quickly on a big dataset."""
+
+    def relations(self) -> list[Relation]:
+        return [
+            (
+                self.min_prompt_length <= self.max_prompt_length,
+                "min_prompt_length",
+                self.min_prompt_length,
+                f"must not exceed data.max_prompt_length ({self.max_prompt_length})",
+            )
+        ]
+
+
+_WEIGHT = at_least(0, "0 turns the term off, a negative weight would turn a penalty into a bonus")
 
 
 @dataclass
-class RewardConfig:
+class RewardConfig(Settings):
     sentiment_weight: float = 1.0
     """Weight of the sentiment term: (#positive - #negative) / (#positive + #negative) sentiment words."""
-    short_penalty_weight: float = 0.0
+    short_penalty_weight: float = setting(0.0, _WEIGHT)
     """Weight of the worked-example term that gives -1 to replies shorter than short_min_words (0 = off)."""
-    short_min_words: int = 4
+    short_min_words: int = setting(4, NOT_NEGATIVE)
     """Replies with fewer words than this count as short."""
-    long_penalty_weight: float = 0.0
+    long_penalty_weight: float = setting(0.0, _WEIGHT)
     """Weight of the second example term, which gives -1 to replies longer than long_max_words (0 = off)."""
-    long_max_words: int = 6
+    long_max_words: int = setting(6, NOT_NEGATIVE)
     """Replies with more words than this count as long."""
 
 
+LEVEL = one_of("sequence", "token")
+
+
+def _folder_name(name: str) -> bool:
+    return name == "" or (Path(name).name == name and name not in (".", ".."))
+
+
 @dataclass
-class TrainConfig:
+class TrainConfig(Settings):
     """Settings shared by PPO and GRPO."""
 
     algorithm: ClassVar[str] = ""  # "ppo" or "grpo": which script these settings are for
 
-    preset: str = "auto"
+    preset: str = setting("auto", one_of("auto", *PRESET_NAMES))
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
-    level: str = "sequence"
+    level: str = setting("sequence", LEVEL)
     """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
-    impl: str = field(default_factory=lambda: os.environ.get("RLHF_IMPL", "student"))
+    impl: str = setting(
+        factory=lambda: os.environ.get("RLHF_IMPL", "student"),
+        bound=Bound(
+            rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student", "answer" or a folder'
+        ),
+    )
     """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key), or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
-    train_batch_size: int = 32
+    train_batch_size: int = setting(32, POSITIVE)
     """Prompts per training step (GRPO samples grpo_group_size replies for each)."""
-    max_new_tokens: int = 16
+    max_new_tokens: int = setting(16, POSITIVE)
     """Longest reply, in tokens; more tokens cost memory and time."""
-    temperature: float = 1.0
+    temperature: float = setting(1.0, within("[0.01, 100]", "1.0 samples the policy as is"))
     """Sampling temperature (> 0); 1.0 samples from the policy as it is. Log-probs are scored at the same temperature."""
-    top_k: int = 0
+    top_k: int = setting(0, within("[0, 1e6]", "0 = no limit", text="[0, vocabulary size]"))
     """Sample only from the k most likely tokens (0 = no limit). Off-policy: log-probs are scored without the cut."""
-    top_p: float = 1.0
+    top_p: float = setting(1.0, within("(0, 1]", "1.0 = no limit"))
     """Nucleus sampling: smallest token set with this much probability (1.0 = no limit). Off-policy, like top_k."""
-    learning_rate: float = 1e-4
+    learning_rate: float = setting(1e-4, within("(0, 1]", "try 1e-5 to 1e-3"))
     """Adam learning rate of the policy (and value head)."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = setting(1.0, above(0))
     """Clip the gradient norm to this before each optimizer step."""
     normalize_advantages: bool = True
     """Pass normalize=True to the advantage function (scale advantages to unit std)."""
-    num_steps: int = 100
+    num_steps: int = setting(100, POSITIVE)
     """Training steps; each step samples a fresh batch of prompts."""
-    seed: int = 0
+    seed: int = setting(0, within(f"[0, {2**32 - 1}]"))
     """Seed for prompts, sampling and initialisation; on a CPU the same seed gives the same metrics.csv."""
-    device: str = "auto"
+    device: str = setting(
+        "auto",
+        Bound(
+            rule=lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None,
+            text='"auto", "cpu", "cuda" or "cuda:N"',
+            hint='is not a device; use "auto", "cpu", "cuda" or "cuda:N"',
+        ),
+    )
     """"auto" (cuda if available, else cpu), "cpu", "cuda" or "cuda:N"."""
     mixed_precision: bool = True
     """On CUDA, run forward passes in bfloat16 autocast (ignored on a CPU)."""
-    decoding: str = "auto"
+    decoding: str = setting("auto", one_of("auto", "static", "hf"))
     """How replies are sampled: "static" (pre-allocated KV cache, on CUDA replayed as a CUDA graph; GPT-2 models), "hf" (Hugging Face generate), or "auto" (static on CUDA, hf on a CPU). One sampler: on a CPU the same seed gives the same replies either way."""
     run_dir: str = "runs"
     """Folder that receives one sub-folder per run."""
-    run_name: str = ""
+    run_name: str = setting(
+        "",
+        Bound(
+            rule=_folder_name,
+            text="one folder name",
+            hint="must be one folder name (no '/', no '..'); the folder is made inside run_dir",
+        ),
+    )
     """Name of this run's folder (default: algorithm-preset-date-time)."""
-    sample_every: int = 10
+    sample_every: int = setting(10, POSITIVE)
     """Log generated text samples every this many steps."""
-    num_logged_samples: int = 4
+    num_logged_samples: int = setting(4, NOT_NEGATIVE)
     """How many prompt/reply pairs each sample log holds."""
 
-    def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid setting and what to do."""
-        for name, value in _flat_fields(self):
-            _require(not isinstance(value, float) or math.isfinite(value), name, value, "must be a finite number")
-        positive_ints = {
-            "train_batch_size": self.train_batch_size,
-            "max_new_tokens": self.max_new_tokens,
-            "num_steps": self.num_steps,
-            "sample_every": self.sample_every,
-            "data.min_prompt_length": self.data.min_prompt_length,
-            "data.max_prompt_length": self.data.max_prompt_length,
-        }
-        for name, value in positive_ints.items():
-            _require(value > 0, name, value, "must be a positive integer")
-        _require(
-            self.data.min_prompt_length <= self.data.max_prompt_length,
-            "data.min_prompt_length",
-            self.data.min_prompt_length,
-            f"must not exceed data.max_prompt_length ({self.data.max_prompt_length})",
-        )
-        _require(self.data.max_samples >= 0, "data.max_samples", self.data.max_samples, "must be >= 0 (0 = all)")
-        _require(self.num_logged_samples >= 0, "num_logged_samples", self.num_logged_samples, "must be >= 0")
-        _require(
-            0 < self.learning_rate <= 1, "learning_rate", self.learning_rate, "must lie in (0, 1] (try 1e-5 to 1e-3)"
-        )
-        _require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
-        _require(
-            0.01 <= self.temperature <= 100,
-            "temperature",
-            self.temperature,
-            "must lie in [0.01, 100] (1.0 samples the policy as is)",
-        )
-        _require(0 <= self.top_k <= 10**6, "top_k", self.top_k, "must lie in [0, vocabulary size] (0 = no limit)")
-        _require(0 <= self.seed < 2**32, "seed", self.seed, f"must lie in [0, {2**32 - 1}]")
-        _require(
-            self.run_name == "" or (Path(self.run_name).name == self.run_name and self.run_name not in (".", "..")),
-            "run_name",
-            self.run_name,
-            "must be one folder name (no '/', no '..'); the folder is made inside run_dir",
-        )
-        group = getattr(self, "grpo_group_size", 1)
-        rows = self.train_batch_size * group
-        _require(
-            rows <= MAX_ROWS_PER_STEP,
-            "grpo_group_size" if group > 1 else "train_batch_size",
-            group if group > 1 else rows,
-            f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
-        )
-        _require(0 < self.top_p <= 1, "top_p", self.top_p, "must be in (0, 1] (1.0 = no limit)")
-        for name in ("short_penalty_weight", "long_penalty_weight"):
-            weight = getattr(self.reward, name)
-            _require(
-                weight >= 0,
-                f"reward.{name}",
-                weight,
-                "must be >= 0 (0 turns the term off; a negative weight would turn a penalty into a bonus)",
-            )
-        for name in ("short_min_words", "long_max_words"):
-            count = getattr(self.reward, name)
-            _require(count >= 0, f"reward.{name}", count, "must be >= 0")
-        _require(
-            self.preset in (*PRESET_NAMES, "auto"),
-            "preset",
-            self.preset,
-            f"is unknown; use one of: auto, {', '.join(PRESET_NAMES)}",
-        )
-        _require(
-            re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None,
-            "device",
-            self.device,
-            'is not a device; use "auto", "cpu", "cuda" or "cuda:N"',
-        )
-        _require(self.impl.strip() != "", "impl", self.impl, 'is empty; use "student", "answer" or a folder')
-        _require(self.level in ("sequence", "token"), "level", self.level, 'is unknown; use "sequence" or "token"')
-        _require(
-            self.decoding in ("auto", "static", "hf"),
-            "decoding",
-            self.decoding,
-            'is unknown; use "auto", "static" or "hf"',
-        )
-        beta = getattr(self, "beta", 0.0)
-        _require(beta >= 0, "beta", beta, "must be >= 0 (0 = no KL penalty to the reference)")
-        _require(
-            self.model.value_head_init in ("zero", "random"),
-            "model.value_head_init",
-            self.model.value_head_init,
-            'is unknown; use "zero" or "random"',
-        )
+    def replies_per_step(self) -> int:
+        return self.train_batch_size
+
+    def relations(self) -> list[Relation]:
+        rows = self.replies_per_step()
+        wanted = CONFIGS.get((self.algorithm, self.level), type(self))
+        return [
+            (
+                rows <= MAX_ROWS_PER_STEP,
+                "train_batch_size",
+                self.train_batch_size,
+                f"means {rows} replies per step; keep that <= {MAX_ROWS_PER_STEP}",
+            ),
+            (
+                type(self) is wanted,
+                "level",
+                self.level,
+                f"needs a {wanted.__name__} (on the command line, --level {self.level} picks it)",
+            ),
+        ]
 
 
 @dataclass
-class PPOConfig(TrainConfig):
-    """Settings of ``train_ppo.py``."""
+class PPOBase(TrainConfig):
+    """Settings of ``train_ppo.py`` at both levels."""
 
     algorithm: ClassVar[str] = "ppo"
 
-    ppo_clip_range: float = 0.2
+    ppo_clip_range: float = setting(0.2, within("(0, 1)", "0.1 to 0.3 is usual"))
     """epsilon in clip(ratio, 1 - epsilon, 1 + epsilon); must lie in (0, 1)."""
-    ppo_epochs: int = 4
+    ppo_epochs: int = setting(4, POSITIVE)
     """Passes of ppo_step over each batch of rollouts."""
-    ppo_num_minibatches: int = 1
+    ppo_num_minibatches: int = setting(1, POSITIVE)
     """Split each batch into this many minibatches per pass (raise it when memory runs out)."""
-    value_loss_coef: float = 0.25
+    value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
-    kl_coef: float = 0.05
-    """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty). Sequence level only."""
-    beta: float = 0.05
-    """Token level: beta in the per-token reward r_t = -beta * KL_t (+ the score on the last token); KL to the frozen reference."""
-    kl_estimator: str = "k1"
-    """Token level: KL_t in the reward, "k1" (log pi - log pi_ref) or "k3" ((r - 1) - log r, r = pi_ref / pi)."""
-    kl_target: float = 0.0
-    """Token level: adapt beta toward this KL to the reference per reply (halve / double it; PPO paper, section 4); 0 = beta stays fixed."""
-    gamma: float = 1.0
-    """Token level: discount factor of GAE."""
-    gae_lambda: float = 0.95
-    """Token level: lambda of GAE (1 = Monte Carlo returns, 0 = one-step TD)."""
-    clip_range_value: float = 0.2
-    """Token level: how far a value may move from its old value before its error stops counting (value clipping)."""
-    entropy_coef: float = 0.0
-    """Token level: weight of the entropy bonus, loss/total = policy + value_loss_coef * value - entropy_coef * entropy."""
 
-    def validate(self) -> None:
-        super().validate()
-        _require(
-            0 < self.ppo_clip_range < 1,
-            "ppo_clip_range",
-            self.ppo_clip_range,
-            "must lie in (0, 1); 0.1 to 0.3 is usual",
-        )
-        _require(self.ppo_epochs > 0, "ppo_epochs", self.ppo_epochs, "must be a positive integer")
-        _require(
-            self.ppo_num_minibatches > 0, "ppo_num_minibatches", self.ppo_num_minibatches, "must be a positive integer"
-        )
-        _require(
-            self.train_batch_size % self.ppo_num_minibatches == 0,
-            "train_batch_size",
-            self.train_batch_size,
-            f"must be divisible by ppo_num_minibatches ({self.ppo_num_minibatches})",
-        )
-        _require(self.value_loss_coef >= 0, "value_loss_coef", self.value_loss_coef, "must be >= 0")
-        _require(self.kl_coef >= 0, "kl_coef", self.kl_coef, "must be >= 0 (0 turns the KL penalty off)")
-        _require(self.kl_estimator in ("k1", "k3"), "kl_estimator", self.kl_estimator, 'is unknown; use "k1" or "k3"')
-        _require(self.kl_target >= 0, "kl_target", self.kl_target, "must be >= 0 (0 keeps beta fixed)")
-        _require(0 <= self.gamma <= 1, "gamma", self.gamma, "must lie in [0, 1]")
-        _require(0 <= self.gae_lambda <= 1, "gae_lambda", self.gae_lambda, "must lie in [0, 1]")
-        _require(self.clip_range_value > 0, "clip_range_value", self.clip_range_value, "must be > 0 (0.2 is usual)")
-        _require(self.entropy_coef >= 0, "entropy_coef", self.entropy_coef, "must be >= 0")
+    def relations(self) -> list[Relation]:
+        return [
+            *super().relations(),
+            (
+                self.train_batch_size % self.ppo_num_minibatches == 0,
+                "train_batch_size",
+                self.train_batch_size,
+                f"must be divisible by ppo_num_minibatches ({self.ppo_num_minibatches})",
+            ),
+        ]
+
+
+@dataclass
+class PPOConfig(PPOBase):
+    """Settings of ``train_ppo.py`` (tasks 1-2: one log-prob, value and reward per reply)."""
+
+    kl_coef: float = setting(0.05, at_least(0, "0 turns the KL penalty off"))
+    """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty). Sequence level only."""
+
+
+@dataclass
+class TokenPPOConfig(PPOBase):
+    """Settings of ``train_ppo.py --level token`` (tasks 7-8: KL to a frozen reference in the reward, GAE)."""
+
+    level: str = setting("token", LEVEL)
+    beta: float = setting(0.05, at_least(0, "0 = no KL penalty to the reference"))
+    """Token level: beta in the per-token reward r_t = -beta * KL_t (+ the score on the last token); KL to the frozen reference."""
+    kl_estimator: str = setting("k1", one_of("k1", "k3"))
+    """Token level: KL_t in the reward, "k1" (log pi - log pi_ref) or "k3" ((r - 1) - log r, r = pi_ref / pi)."""
+    kl_target: float = setting(0.0, at_least(0, "0 keeps beta fixed"))
+    """Token level: adapt beta toward this KL to the reference per reply (halve / double it; PPO paper, section 4); 0 = beta stays fixed."""
+    gamma: float = setting(1.0, within("[0, 1]"))
+    """Token level: discount factor of GAE."""
+    gae_lambda: float = setting(0.95, within("[0, 1]"))
+    """Token level: lambda of GAE (1 = Monte Carlo returns, 0 = one-step TD)."""
+    clip_range_value: float = setting(0.2, above(0, "0.2 is usual"))
+    """Token level: how far a value may move from its old value before its error stops counting (value clipping)."""
+    entropy_coef: float = setting(0.0, NOT_NEGATIVE)
+    """Token level: weight of the entropy bonus, loss/total = policy + value_loss_coef * value - entropy_coef * entropy."""
 
 
 @dataclass
 class GRPOConfig(TrainConfig):
-    """Settings of ``train_grpo.py``."""
+    """Settings of ``train_grpo.py`` (tasks 3-4: one log-prob and reward per reply, the group's mean as baseline)."""
 
     algorithm: ClassVar[str] = "grpo"
 
-    grpo_group_size: int = 4
+    grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
-    beta: float = 0.04
+
+    def replies_per_step(self) -> int:
+        return self.train_batch_size * self.grpo_group_size
+
+    def relations(self) -> list[Relation]:
+        rows = self.replies_per_step()
+        return [
+            (
+                rows <= MAX_ROWS_PER_STEP,
+                "grpo_group_size",
+                self.grpo_group_size,
+                f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
+            ),
+            *super().relations(),
+        ]
+
+
+@dataclass
+class TokenGRPOConfig(GRPOConfig):
+    """Settings of ``train_grpo.py --level token`` (task 9: GRPO-clip with a KL to a frozen reference)."""
+
+    level: str = setting("token", LEVEL)
+    beta: float = setting(0.04, at_least(0, "0 = no KL penalty to the reference"))
     """Token level: weight of the k3 KL to the frozen reference in the GRPO-clip loss (0 = none; it is still logged)."""
-    grpo_clip_range: float = 0.2
+    grpo_clip_range: float = setting(0.2, within("(0, 1)"))
     """Token level: epsilon of the ratio clip against the policy that sampled the replies; must lie in (0, 1)."""
-    grpo_iterations: int = 2
+    grpo_iterations: int = setting(2, POSITIVE)
     """Token level: mu, updates on each batch of replies (the ratio moves away from 1 from the second one on)."""
-    grpo_num_minibatches: int = 1
+    grpo_num_minibatches: int = setting(1, POSITIVE)
     """Token level: split the B * K replies into this many minibatches per iteration."""
-    loss_type: str = "grpo"
+    loss_type: str = setting("grpo", one_of("grpo", "dapo", "dr_grpo"))
     """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens) or "dr_grpo" (sum / (N * max_new_tokens))."""
 
-    def validate(self) -> None:
-        super().validate()
-        _require(
-            self.grpo_group_size >= 2,
-            "grpo_group_size",
-            self.grpo_group_size,
-            "must be >= 2: a group of one reply has nothing to compare with",
-        )
-        _require(0 < self.grpo_clip_range < 1, "grpo_clip_range", self.grpo_clip_range, "must lie in (0, 1)")
-        _require(self.grpo_iterations > 0, "grpo_iterations", self.grpo_iterations, "must be a positive integer")
-        _require(
-            self.grpo_num_minibatches > 0
-            and self.train_batch_size * self.grpo_group_size % self.grpo_num_minibatches == 0,
-            "grpo_num_minibatches",
-            self.grpo_num_minibatches,
-            f"must be positive and divide the {self.train_batch_size * self.grpo_group_size} replies per step",
-        )
-        _require(
-            self.loss_type in ("grpo", "dapo", "dr_grpo"),
-            "loss_type",
-            self.loss_type,
-            'is unknown; use "grpo", "dapo" or "dr_grpo"',
-        )
+    def relations(self) -> list[Relation]:
+        rows = self.replies_per_step()
+        return [
+            *super().relations(),
+            (
+                rows % self.grpo_num_minibatches == 0,
+                "grpo_num_minibatches",
+                self.grpo_num_minibatches,
+                f"must divide the {rows} replies per step",
+            ),
+        ]
+
+
+# The class for each script (algorithm) and --level.
+CONFIGS: dict[tuple[str, str], type[TrainConfig]] = {
+    ("ppo", "sequence"): PPOConfig,
+    ("ppo", "token"): TokenPPOConfig,
+    ("grpo", "sequence"): GRPOConfig,
+    ("grpo", "token"): TokenGRPOConfig,
+}
+
+
+def field_bound(cls: type, name: str) -> Bound | None:
+    """The bound declared on field ``name`` of ``cls`` (None if it has none)."""
+    return next(f.metadata.get("bound") for f in dataclasses.fields(cls) if f.name == name)
+
+
+def check(config: Settings, prefix: str = "") -> None:
+    """The one checker: every field's bound (nested configs too), then the config's ``relations()``.
+
+    Raises :class:`ConfigError` ``name=value problem.`` for the first setting that is out of bounds.
+    """
+    for f in dataclasses.fields(config):
+        name, value = prefix + f.name, getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            check(value, f"{name}.")
+            continue
+        bound = f.metadata.get("bound")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name}={value!r} must be a finite number.")
+        if bound is not None and not bound.accepts(value):
+            raise ConfigError(f"{name}={value!r} {bound.problem()}.")
+    for ok, name, value, problem in config.relations():
+        if not ok:
+            raise ConfigError(f"{prefix}{name}={value!r} {problem}.")
 
 
 # Per preset: fields shared by both algorithms, then per-algorithm fields.
@@ -338,35 +453,20 @@ ConfigT = TypeVar("ConfigT", bound=TrainConfig)
 def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
     """The default ``cls`` (PPOConfig or GRPOConfig) for a resolved preset ("tiny" or "gpt2")."""
     if preset not in _PRESETS:
-        raise ConfigError(f"preset={preset!r} is unknown; use one of: auto, {', '.join(PRESET_NAMES)}")
+        raise ConfigError(f"preset={preset!r} {field_bound(TrainConfig, 'preset').problem()}.")
     overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][cls.algorithm]}
     overrides = {k: dataclasses.replace(v) if dataclasses.is_dataclass(v) else v for k, v in overrides.items()}
     return cls(preset=preset, **overrides)
 
 
-def _flat_fields(config: object, prefix: str = "") -> list[tuple[str, object]]:
-    """(dotted name, value) of every field, nested configs included: ("data.max_samples", 0), ..."""
-    out = []
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            out += _flat_fields(value, f"{prefix}{f.name}.")
-        else:
-            out.append((f"{prefix}{f.name}", value))
-    return out
-
-
-def _require(ok: bool, name: str, value: object, problem: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name}={value!r} {problem}.")
-
-
-def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
-    """Build ``cls`` from the command line: the preset's defaults, then the flags given.
+def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> TrainConfig:
+    """Build the config of ``cls.algorithm`` at the ``--level`` given: the preset's defaults, then the flags.
 
     Every field is a flag (``--train_batch_size 8``, ``--model.model_name gpt2``); ``--help`` lists
-    them all with the defaults of the chosen preset. Prints one line naming the preset. The values
-    are checked once, by :meth:`TrainConfig.validate` when the run starts.
+    them all with the defaults of the chosen preset. ``--preset`` and ``--level`` are read first: the
+    preset picks the defaults, the level the class (:data:`CONFIGS`), so a flag of the other level is
+    one clear error. Prints one line naming the preset. The values are checked once, by
+    :meth:`Settings.validate` when the run starts.
     """
     import argparse
     import sys
@@ -374,23 +474,113 @@ def parse_config(cls: type[ConfigT], args: list[str] | None = None) -> ConfigT:
     import tyro
 
     args = list(sys.argv[1:] if args is None else args)
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset", default="auto")
-    requested = pre.parse_known_args(args)[0].preset
-    if requested == "auto":
+    pre.add_argument("--level", default=cls.level)
+    known = pre.parse_known_args(args)[0]
+    if not LEVEL.accepts(known.level):
+        raise ConfigError(f"level={known.level!r} {LEVEL.problem()}.")
+    cls = CONFIGS[cls.algorithm, known.level]
+    other = _other_level(cls)
+    for arg in args:
+        name = arg.split("=")[0][2:].replace("-", "_")
+        if arg.startswith("--") and name in _field_names(other) - _field_names(cls):
+            fix = "add --level token" if other.level == "token" else "drop it, or drop --level token"
+            raise ConfigError(f"--{name} is a {other.level}-level setting of train_{cls.algorithm}.py; {fix}.")
+    if known.preset == "auto":
         preset = "gpt2" if _cuda_available() else "tiny"
         reason = "CUDA is available" if preset == "gpt2" else "no CUDA device found"
         note = f"preset: {preset} (auto: {reason}; choose with --preset tiny|gpt2)"
     else:
-        preset, note = requested, f"preset: {requested}"
-    config = tyro.cli(cls, args=args, default=preset_config(cls, preset), use_underscores=True)
+        preset, note = known.preset, f"preset: {known.preset}"
+    default = preset_config(cls, preset)
+    config = tyro.cli(cls, args=args, default=default, description=_description(cls), use_underscores=True)
     config.preset = preset
     if not any(a in ("-h", "--help") for a in args):
         print(note, file=sys.stderr)
     return config
 
 
+def _other_level(cls: type[TrainConfig]) -> type[TrainConfig]:
+    return CONFIGS[cls.algorithm, "token" if cls.level == "sequence" else "sequence"]
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _description(cls: type[TrainConfig]) -> str:
+    """``--help``'s first paragraph: the class's docstring, and the flags that only the other level has."""
+    other = _other_level(cls)
+    only = ", ".join(f"--{f.name}" for f in dataclasses.fields(other) if f.name not in _field_names(cls))
+    if not only:
+        return cls.__doc__
+    if other.level == "token":
+        return f"{cls.__doc__} With --level token: {only} (python train_{cls.algorithm}.py --level token --help)."
+    return f"{cls.__doc__} Without --level token: {only}."
+
+
+def flag_table() -> str:
+    """Every flag of ``train_ppo.py`` and ``train_grpo.py`` as a Markdown table, made from the fields.
+
+    Columns: the flag, its default in each script ("tiny / gpt2" where the presets differ, "-" where
+    the script has no such flag), its bound and its help. README.md holds this table.
+    """
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for (algorithm, _), cls in CONFIGS.items():
+        for name, help_, bound, default in _flag_rows(preset_config(cls, "tiny"), preset_config(cls, "gpt2")):
+            row = rows.setdefault((name, help_), {"bound": bound.shown() if bound else ""})
+            row.setdefault(algorithm, _SHOWN_DEFAULTS.get(name, default))
+    lines = ["| flag | train_ppo.py | train_grpo.py | bound | help |", "|---|---|---|---|---|"]
+    for (name, help_), row in rows.items():
+        cells = [f"`--{name}`", row.get("ppo", "-"), row.get("grpo", "-"), row["bound"], help_]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_SHOWN_DEFAULTS = {"preset": "auto", "impl": "$RLHF_IMPL, else student"}  # defaults no preset fixes
+
+
+def _flag_rows(tiny: Settings, gpt2: Settings, prefix: str = "") -> list[tuple[str, str, Bound | None, str]]:
+    """(flag name, help, bound, default) of every field, nested ones as "data.max_samples"."""
+    helps = _helps(type(tiny))
+    out = []
+    for f in dataclasses.fields(tiny):
+        a, b = getattr(tiny, f.name), getattr(gpt2, f.name)
+        if dataclasses.is_dataclass(a):
+            out += _flag_rows(a, b, f"{prefix}{f.name}.")
+        else:
+            shown = [repr(v) if v == "" else str(v) for v in (a, b)]
+            out.append((prefix + f.name, helps[f.name], f.metadata.get("bound"), " / ".join(dict.fromkeys(shown))))
+    return out
+
+
+def _helps(cls: type) -> dict[str, str]:
+    """Field name -> the docstring under it (the help ``--help`` shows), bases' fields included."""
+    helps = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            body = ast.parse(inspect.getsource(klass)).body[0].body
+            for field_, doc in zip(body, body[1:]):
+                if (
+                    isinstance(field_, ast.AnnAssign)
+                    and isinstance(doc, ast.Expr)
+                    and isinstance(doc.value, ast.Constant)
+                ):
+                    helps[field_.target.id] = " ".join(doc.value.value.split())
+    return helps
+
+
 def _cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rlhf_practice.config", description=flag_table.__doc__)
+    parser.add_argument("--markdown", action="store_true", required=True, help="print the flag table README.md holds")
+    parser.parse_args()
+    print(flag_table(), end="")

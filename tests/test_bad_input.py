@@ -90,6 +90,26 @@ def test_bad_setting_is_one_line_before_anything_is_written(
     assert code == 2 and not (tmp_path / "runs").exists() and not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "args", "message"),
+    [
+        ("ppo", ["--beta", "0"], "--beta is a token-level setting of train_ppo.py; add --level token."),
+        (
+            "grpo",
+            ["--grpo_iterations", "3"],
+            "--grpo_iterations is a token-level setting of train_grpo.py; add --level",
+        ),
+        ("ppo", ["--level", "token", "--kl_coef", "0"], "--kl_coef is a sequence-level setting of train_ppo.py"),
+    ],
+)
+def test_a_flag_of_the_other_level_is_one_line(
+    tmp_path: Path, capsys, algorithm: str, args: list[str], message: str
+) -> None:
+    code, _, _ = run_script(algorithm, tmp_path / "runs", *args)
+    _one_error_line(capsys.readouterr().err, message)
+    assert code == 2 and not (tmp_path / "runs").exists()
+
+
 def test_run_dir_that_is_a_file(tmp_path: Path, capsys, working_impl: str) -> None:
     (tmp_path / "runs").write_text("not a folder")
     code, _, _ = run_script("grpo", tmp_path / "runs", "--impl", working_impl)

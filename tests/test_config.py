@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 
-from rlhf_practice.config import GRPOConfig, PPOConfig, parse_config, preset_config
+from rlhf_practice.config import (
+    CONFIGS,
+    Bound,
+    GRPOConfig,
+    PPOConfig,
+    TokenGRPOConfig,
+    TokenPPOConfig,
+    parse_config,
+    preset_config,
+)
 from rlhf_practice.course import load_impl
 from rlhf_practice.errors import ConfigError
 
 
-@pytest.mark.parametrize("cls", [PPOConfig, GRPOConfig])
+@pytest.mark.parametrize("cls", CONFIGS.values())
 @pytest.mark.parametrize("preset", ["tiny", "gpt2"])
 def test_presets_are_valid(cls, preset) -> None:
     config = preset_config(cls, preset)
@@ -33,6 +44,40 @@ def test_parse_config_reads_flags_and_announces_preset(capsys) -> None:
     )
     assert (config.ppo_clip_range, config.model.model_name, config.seed, config.preset) == (0.1, "gpt2", 7, "tiny")
     assert "preset: tiny" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cls", "token_cls"), [(PPOConfig, TokenPPOConfig), (GRPOConfig, TokenGRPOConfig)])
+def test_level_token_picks_the_token_config(cls, token_cls) -> None:
+    config = parse_config(cls, ["--preset", "tiny", "--level", "token", "--beta", "0.3"])
+    assert type(config) is token_cls and (config.level, config.beta) == ("token", 0.3)
+    assert type(parse_config(cls, ["--preset", "tiny", "--level=sequence"])) is cls
+    assert not hasattr(config, "kl_coef") and not hasattr(parse_config(cls, ["--preset", "tiny"]), "beta")
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "message"),
+    [
+        (PPOConfig, ["--beta", "0.1"], "--beta is a token-level setting of train_ppo.py; add --level token."),
+        (GRPOConfig, ["--loss_type=dapo"], "--loss_type is a token-level setting of train_grpo.py; add --level token."),
+        (
+            PPOConfig,
+            ["--level", "token", "--kl_coef", "0"],
+            "--kl_coef is a sequence-level setting of train_ppo.py; drop it, or drop --level token.",
+        ),
+        (GRPOConfig, ["--level", "tokens"], 'level=\'tokens\' is unknown; use "sequence" or "token".'),
+    ],
+)
+def test_a_flag_of_the_other_level_is_one_clear_error(cls, args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(cls, ["--preset", "tiny", *args])
+    assert str(info.value) == message
+
+
+def test_level_must_match_the_class() -> None:
+    config = preset_config(PPOConfig, "tiny")
+    config.level = "token"
+    with pytest.raises(ConfigError, match=r"level='token' needs a TokenPPOConfig \(on the command line, --level token"):
+        config.validate()
 
 
 def test_parse_config_auto_preset_without_cuda(capsys, monkeypatch) -> None:
@@ -70,7 +115,7 @@ BAD_VALUES = [
     (GRPOConfig, {"grpo_group_size": 100000}, "grpo_group_size=100000 means 1600000 replies per step"),
     (PPOConfig, {"train_batch_size": 10000}, "train_batch_size=10000 means 10000 replies per step"),
     (PPOConfig, {"temperature": 0.0}, "temperature=0.0 must lie in [0.01, 100]"),
-    (PPOConfig, {"top_p": 1.5}, "top_p=1.5 must be in (0, 1]"),
+    (PPOConfig, {"top_p": 1.5}, "top_p=1.5 must lie in (0, 1]"),
     (PPOConfig, {"top_k": -3}, "top_k=-3 must lie in [0, vocabulary size]"),
     (PPOConfig, {"ppo_clip_range": 0.0}, "ppo_clip_range=0.0 must lie in (0, 1)"),
     (PPOConfig, {"ppo_clip_range": 1.5}, "ppo_clip_range=1.5 must lie in (0, 1)"),
@@ -81,6 +126,8 @@ BAD_VALUES = [
     (PPOConfig, {"device": "gpu"}, "device='gpu' is not a device"),
     (PPOConfig, {"preset": "huge"}, "preset='huge' is unknown"),
     (GRPOConfig, {"grpo_group_size": 1}, "grpo_group_size=1 must be >= 2"),
+    (TokenGRPOConfig, {"grpo_num_minibatches": 3}, "grpo_num_minibatches=3 must divide the 64 replies per step"),
+    (TokenPPOConfig, {"ppo_num_minibatches": 5}, "train_batch_size=64 must be divisible by ppo_num_minibatches (5)"),
     (GRPOConfig, {"max_grad_norm": 0.0}, "max_grad_norm=0.0 must be > 0"),
 ]
 
@@ -95,6 +142,63 @@ def test_each_bad_value_has_its_message(cls, change, message) -> None:
     with pytest.raises(ConfigError) as info:
         config.validate()
     assert message in str(info.value)
+
+
+def _bounded_fields(config: object, prefix: str = "") -> list[tuple[str, object, str, Bound]]:
+    """(dotted name, the (nested) config that holds it, field name, bound) of every field that declares a bound."""
+    out = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _bounded_fields(value, f"{prefix}{f.name}.")
+        elif f.metadata.get("bound") is not None:
+            out.append((prefix + f.name, config, f.name, f.metadata["bound"]))
+    return out
+
+
+RULE_BREAKERS = {"impl": "  ", "device": "gpu", "run_name": "a/b"}  # a bad value for each bound given as a rule
+
+
+def _just_outside(bound: Bound, is_int: bool, name: str) -> list[object]:
+    if bound.rule is not None:
+        return [RULE_BREAKERS[name]]
+    if bound.choices:
+        return ["nope"]
+    step = 1 if is_int else 1e-6
+    values = []
+    if bound.low > -math.inf:
+        values.append(bound.low if bound.open_low else bound.low - step)
+    if bound.high < math.inf:
+        values.append(bound.high if bound.open_high else bound.high + step)
+    return [int(v) if is_int else float(v) for v in values]
+
+
+BOUNDED = [(cls, *field) for cls in CONFIGS.values() for field in _bounded_fields(preset_config(cls, "tiny"))]
+
+
+@pytest.mark.parametrize(
+    ("cls", "name", "holder", "attr", "bound"), BOUNDED, ids=[f"{c.__name__}-{n}" for c, n, *_ in BOUNDED]
+)
+def test_every_declared_bound_is_enforced(cls, name, holder, attr, bound: Bound) -> None:
+    """A value just outside each bound gives exactly that bound's message; its closed ends are inside."""
+    is_int = type(getattr(holder, attr)) is int
+    for value in _just_outside(bound, is_int, name):
+        config = preset_config(cls, "tiny")
+        owner = config
+        for part in name.split(".")[:-1]:
+            owner = getattr(owner, part)
+        setattr(owner, attr, value)
+        with pytest.raises(ConfigError) as info:
+            config.validate()
+        assert str(info.value) == f"{name}={value!r} {bound.problem()}."
+    for end, open_end in ((bound.low, bound.open_low), (bound.high, bound.open_high)):
+        if math.isfinite(end) and bound.rule is None and not bound.choices:
+            assert bound.accepts(end) != open_end, f"{name}: {bound.shown()} and accepts({end}) disagree"
+
+
+def test_every_rule_has_a_value_that_breaks_it() -> None:
+    rules = {name for _, name, _, _, bound in BOUNDED if bound.rule is not None}
+    assert rules == set(RULE_BREAKERS)
 
 
 @pytest.mark.parametrize("name", ["short_penalty_weight", "long_penalty_weight", "short_min_words", "long_max_words"])
@@ -113,7 +217,7 @@ def test_bad_prompt_lengths() -> None:
 
 
 def test_unknown_preset_on_the_command_line() -> None:
-    with pytest.raises(ConfigError, match="preset='huge' is unknown; use one of: auto, tiny, gpt2"):
+    with pytest.raises(ConfigError, match='preset=\'huge\' is unknown; use "auto", "tiny" or "gpt2"'):
         parse_config(PPOConfig, ["--preset", "huge"])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import itertools
 import re
 import runpy
 import shlex
@@ -22,6 +23,7 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
+from rlhf_practice.config import flag_table
 from rlhf_practice.course import GRADED, has_answer_key
 
 ROOT = PACKAGE_DIR.parent
@@ -212,6 +214,19 @@ def test_inline_names_exist(doc: str) -> None:
             if not re.search(rf"\b{span}\b", _source_text()):
                 problems.append(f"name {span}")
     assert not problems, f"{doc} names things that do not exist: {problems}"
+
+
+def test_readme_flag_table_is_the_generated_one() -> None:
+    """README.md's flag table (between <!-- flags: ... --> markers; the release drops them) is flag_table()'s."""
+    table = flag_table()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.find(table.splitlines()[0] + "\n")
+    assert start >= 0, "README.md has no flag table: python -m rlhf_practice.config --markdown makes it"
+    rows = "".join(itertools.takewhile(lambda line: line.startswith("|"), text[start:].splitlines(keepends=True)))
+    assert rows == table, (
+        "README.md's flag table differs from the config fields: paste the output of "
+        "python -m rlhf_practice.config --markdown between its markers"
+    )
 
 
 def test_no_answer_key_commands_in_a_student_release() -> None:
