@@ -29,6 +29,7 @@ from typing import Any, ClassVar, TypeVar
 from rlhf_practice.errors import ConfigError
 
 PRESET_NAMES = ("tiny", "gpt2")
+TASK_NAMES = ("sentiment",)  # the tasks of rlhf_practice/tasks (TASK_CLASSES), each with its prompts and reward
 MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
@@ -198,6 +199,8 @@ class TrainConfig(Settings):
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
     level: str = setting("sequence", LEVEL)
     """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
+    task: str = setting("sentiment", one_of(*TASK_NAMES))
+    """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words)."""
     impl: str = setting(
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(

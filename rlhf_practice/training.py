@@ -257,7 +257,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
     check_writable(Path(config.run_dir))
-    task = build_task("sentiment", config)
+    task = build_task(config)
     work_offline_unless_hub_answers(task.hub_names())
 
     seed_everything(config.seed)
@@ -276,7 +276,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     except FileExistsError as err:  # a run started at the same moment took the name
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
     print(
-        f"{config.algorithm} | level={config.level} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
+        f"{config.algorithm} | task={config.task} | level={config.level} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )

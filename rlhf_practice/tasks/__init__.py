@@ -4,24 +4,21 @@ for the reward of each reply, so the same PPO and GRPO code trains on any task.
 
 ``--task sentiment`` (the default, :mod:`rlhf_practice.tasks.sentiment`) continues movie reviews and
 rewards positive words. To add a task, write a subclass of :class:`Task` in a module of this package
-and add it to :data:`TASK_CLASSES`; README.md (developer section) lists the steps.
+add it to :data:`TASK_CLASSES` and its name to ``config.TASK_NAMES``; README.md (maintainers) lists the steps.
 """
 
 from __future__ import annotations
 
 from rlhf_practice.config import TrainConfig
-from rlhf_practice.errors import ConfigError
 from rlhf_practice.tasks.base import Task
 from rlhf_practice.tasks.sentiment import SentimentTask
 
 TASK_CLASSES: dict[str, type[Task]] = {cls.name: cls for cls in (SentimentTask,)}
 
 
-def build_task(name: str, config: TrainConfig) -> Task:
-    """The task called ``name``, set up from ``config``; a ConfigError names the choices."""
-    if name not in TASK_CLASSES:
-        raise ConfigError(f"task={name!r} is unknown; use one of: {', '.join(TASK_CLASSES)}.")
-    return TASK_CLASSES[name](config)
+def build_task(config: TrainConfig) -> Task:
+    """The task ``config.task`` names (one of config.TASK_NAMES, checked with the config), set up from ``config``."""
+    return TASK_CLASSES[config.task](config)
 
 
 __all__ = ["TASK_CLASSES", "Task", "build_task"]
