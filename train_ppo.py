@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_practice.config import PPOConfig, parse_config
-from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
+from rlhf_practice.modeling import Generation, PolicyValueModel, TokenOutputs
 from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
@@ -215,7 +215,7 @@ def token_ppo_step(
     policy: PolicyValueModel,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
-    old: TokenScores,
+    old: TokenOutputs,
     advantages: torch.Tensor,
     returns: torch.Tensor,
     config: PPOConfig,

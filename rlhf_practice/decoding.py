@@ -57,16 +57,17 @@ def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
     ``top_p`` of the probability (1.0 = all), then one ``torch.multinomial`` draw per row."""
-    scores = logits if temperature == 1.0 else logits / temperature
+    if temperature != 1.0:
+        logits = logits / temperature
     if top_k:
-        kth_largest = torch.topk(scores, min(top_k, scores.shape[-1]))[0][..., -1, None]
-        scores = scores.masked_fill(scores < kth_largest, -float("inf"))
+        kth_largest = torch.topk(logits, min(top_k, logits.shape[-1]))[0][..., -1, None]
+        logits = logits.masked_fill(logits < kth_largest, -float("inf"))
     if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=False)
-        drop_sorted = sorted_scores.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        sorted_logits, order = torch.sort(logits, descending=False)
+        drop_sorted = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
         drop_sorted[..., -1:] = False  # always keep the most likely token
-        scores = scores.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
-    return torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        logits = logits.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1).squeeze(1)
 
 
 class StaticCacheDecoder:

@@ -7,7 +7,7 @@ One PPO/GRPO step uses the model twice:
 
 1. :meth:`PolicyValueModel.generate` samples replies (no gradient) and returns the ids of
    prompt + reply and a ``response_mask`` that covers each reply up to and including its first EOS;
-2. :meth:`PolicyValueModel.evaluate_sequences` scores those sequences (with gradient when needed):
+2. :meth:`PolicyValueModel.evaluate_sequences` evaluates those sequences (with gradient when needed):
    the summed log-probability of each reply, the value V(s) of each prompt, and the entropy.
    :meth:`PolicyValueModel.evaluate_tokens` gives the same per reply token (the token-level track).
 """
@@ -115,7 +115,7 @@ class Generation:
 
 
 @dataclass
-class SequenceScores:
+class SequenceOutputs:
     """What :meth:`PolicyValueModel.evaluate_sequences` returns.
 
     logprobs: (B,) sum over reply tokens of log pi(token | prefix); prompt and padding excluded
@@ -129,7 +129,7 @@ class SequenceScores:
 
 
 @dataclass
-class TokenScores:
+class TokenOutputs:
     """What :meth:`PolicyValueModel.evaluate_tokens` returns: one column per reply token (B, T).
 
     logprobs: (B, T) log pi(token_t | prompt, tokens before t)
@@ -290,8 +290,8 @@ class PolicyValueModel(nn.Module):
             self._decoder = StaticCacheDecoder(self.lm)
         return self._decoder
 
-    def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceScores:
-        """Score the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceScores`.
+    def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceOutputs:
+        """Evaluate the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceOutputs`.
 
         The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
         log-probs of the reply come from logits[:, P-1 : L-1] / temperature: the distribution the
@@ -301,16 +301,16 @@ class PolicyValueModel(nn.Module):
         this under ``torch.no_grad()``.
         """
         states = self._reply_states(generation, mixed_precision)  # (B, T, H)
-        token_logprobs, token_entropy = self._next_token_scores(states, generation)  # (B, T) each
+        token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)  # (B, T) each
         mask = generation.response_mask.to(token_logprobs.dtype)
-        return SequenceScores(
+        return SequenceOutputs(
             logprobs=(token_logprobs * mask).sum(dim=1),  # (B,)
             values=self._values(states[:, 0]),  # (B,): V read at the last prompt token
             entropy=(token_entropy * mask).sum() / mask.sum().clamp(min=1),
         )
 
-    def evaluate_tokens(self, generation: Generation, mixed_precision: bool = True) -> TokenScores:
-        """Per-token scores of the replies of ``generation``; see :class:`TokenScores`.
+    def evaluate_tokens(self, generation: Generation, mixed_precision: bool = True) -> TokenOutputs:
+        """Per-token log-probs, values and entropies of the replies of ``generation``; see :class:`TokenOutputs`.
 
         Column t of each (B, T) result belongs to reply token t: its log-prob under the policy, the
         value V(s_t) of the state before it (prompt + reply tokens 0..t-1), and the policy's entropy
@@ -318,8 +318,8 @@ class PolicyValueModel(nn.Module):
         temperature rules as :meth:`evaluate_sequences`, which sums these.
         """
         states = self._reply_states(generation, mixed_precision)  # (B, T, H)
-        token_logprobs, token_entropy = self._next_token_scores(states, generation)
-        return TokenScores(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
+        token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)
+        return TokenOutputs(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
 
     def _reply_states(self, generation: Generation, mixed_precision: bool) -> torch.Tensor:
         """(B, T, H) float32: the last hidden state before each reply token (positions P-1 .. L-2)."""
@@ -332,7 +332,9 @@ class PolicyValueModel(nn.Module):
             ).last_hidden_state  # (B, L, H)
         return hidden[:, generation.prompt_length - 1 : -1].float()
 
-    def _next_token_scores(self, states: torch.Tensor, generation: Generation) -> tuple[torch.Tensor, torch.Tensor]:
+    def _token_logprobs_and_entropy(
+        self, states: torch.Tensor, generation: Generation
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-prob of each reply token and the entropy there, both (B, T), from float32 logits / temperature."""
         with torch.autocast(self.device.type, enabled=False):
             logits = self.lm.get_output_embeddings()(states) / generation.temperature  # (B, T, V)

@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     _show("advantages", advantages)
 
     print("\n6. The clip loss on the same replies, before any update (your ppo_clip_loss, TASKS.md §2.2)")
-    scores = policy.evaluate_sequences(generation)
+    new = policy.evaluate_sequences(generation)
     try:
-        loss = impl.ppo.ppo_clip_loss(scores.logprobs, old.logprobs, advantages, config.ppo_clip_range)
+        loss = impl.ppo.ppo_clip_loss(new.logprobs, old.logprobs, advantages, config.ppo_clip_range)
     except NotImplementedError as err:
         print(f"  skipped: {err} (or rerun with --impl answer)")
         return

@@ -101,7 +101,7 @@ def test_generate_refuses_too_long(policy, tokenizer) -> None:
         policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=policy.max_length)
 
 
-def _direct_scores(policy, tokenizer, prompt: list[int], reply: list[int]) -> tuple[float, float]:
+def _direct_logprob_and_value(policy, tokenizer, prompt: list[int], reply: list[int]) -> tuple[float, float]:
     """Sum of reply log-probs and V(s), from one unpadded row, straight from the logits."""
     eos = tokenizer.eos_token_id
     end = reply.index(eos) + 1 if eos in reply else len(reply)
@@ -132,21 +132,21 @@ def test_evaluate_sequences_matches_a_direct_computation(policy, tokenizer) -> N
     attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
     assert response_mask.sum(dim=1).tolist() == [len(word(" great fun")) + 1, 1, 7]
 
-    scores = policy.evaluate_sequences(Generation(sequences, attention_mask, response_mask, width_p))
-    assert scores.logprobs.shape == (3,) and scores.values.shape == (3,) and scores.entropy.shape == ()
+    out = policy.evaluate_sequences(Generation(sequences, attention_mask, response_mask, width_p))
+    assert out.logprobs.shape == (3,) and out.values.shape == (3,) and out.entropy.shape == ()
     for i, (p, r) in enumerate(zip(prompts, replies)):
-        logprob, value = _direct_scores(policy, tokenizer, p, r)
-        assert scores.logprobs[i].item() == pytest.approx(logprob, abs=1e-4), f"row {i}"
-        assert scores.values[i].item() == pytest.approx(value, abs=1e-5), f"row {i}"
-    assert scores.entropy.item() > 0
+        logprob, value = _direct_logprob_and_value(policy, tokenizer, p, r)
+        assert out.logprobs[i].item() == pytest.approx(logprob, abs=1e-4), f"row {i}"
+        assert out.values[i].item() == pytest.approx(value, abs=1e-5), f"row {i}"
+    assert out.entropy.item() > 0
 
 
 def test_evaluate_sequences_carries_gradient_to_the_policy(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad"])
     torch.manual_seed(0)
     gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=4)
-    scores = policy.evaluate_sequences(gen)
-    (scores.logprobs.sum() + scores.values.sum()).backward()
+    out = policy.evaluate_sequences(gen)
+    (out.logprobs.sum() + out.values.sum()).backward()
     assert policy.value_head.weight.grad is not None
     assert policy.lm.transformer.wte.weight.grad is not None
     policy.zero_grad(set_to_none=True)
