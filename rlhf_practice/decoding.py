@@ -73,15 +73,18 @@ def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_
 class StaticCacheDecoder:
     """Samples replies from a GPT-2 ``lm`` with a static KV cache (and CUDA graphs on CUDA).
 
-    ``use_cuda_graph`` (default: on when the model is on CUDA) records the decode step once per
-    batch shape and replays it; set it False to run every step eagerly (what the CPU always does).
+    ``bf16`` (pass the policy's: True only on CUDA) runs the model under bfloat16 autocast with a
+    bfloat16 cache; otherwise everything is float32. ``use_cuda_graph`` (default: on when the model is
+    on CUDA) records the decode step once per batch shape and replays it; set it False to run every
+    step eagerly (what the CPU always does).
     """
 
-    def __init__(self, lm: nn.Module, use_cuda_graph: bool | None = None):
+    def __init__(self, lm: nn.Module, bf16: bool = False, use_cuda_graph: bool | None = None):
         reason = static_cache_support(lm)
         if reason is not None:
             raise ValueError(reason)
         self.lm = lm
+        self.bf16 = bf16
         self.blocks = lm.transformer.h
         config = lm.config
         self.num_heads = config.n_head
@@ -132,13 +135,11 @@ class StaticCacheDecoder:
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
-        mixed_precision: bool = True,
     ) -> torch.Tensor:
         """Prompt (B, P) left-padded, plus up to ``max_new_tokens`` sampled ids: LongTensor (B, P + n).
 
         As ``generate``: a row that has produced EOS continues with ``pad_token_id``, and sampling
-        stops when every row has ended (n <= max_new_tokens). With ``mixed_precision`` on CUDA the
-        model runs in bfloat16 autocast and the cache holds bfloat16; on a CPU everything is float32.
+        stops when every row has ended (n <= max_new_tokens). Precision as ``bf16`` says.
         """
         batch, prompt_width = input_ids.shape
         extra = -prompt_width % PROMPT_WIDTH_MULTIPLE  # left padding added inside, removed at the end
@@ -147,11 +148,10 @@ class StaticCacheDecoder:
         width = ids.shape[1]
         total = width + max_new_tokens  # S: cache columns
         device = ids.device
-        bf16 = mixed_precision and device.type == "cuda"
         # The autocast cache is off: cast weights made while recording would be freed after it.
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if bf16 else nullcontext()
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if self.bf16 else nullcontext()
         cache_shape = (batch, self.num_heads, total, self.head_dim)
-        cache_dtype = torch.bfloat16 if bf16 else self.lm.transformer.wte.weight.dtype
+        cache_dtype = torch.bfloat16 if self.bf16 else self.lm.transformer.wte.weight.dtype
 
         # Which cached key each query position may see: real earlier tokens, and itself (so that a
         # padding position has one key and its softmax stays finite; nothing real attends to it).

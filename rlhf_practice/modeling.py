@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,6 +154,10 @@ class PolicyValueModel(nn.Module):
 
     The model stays in eval mode (no dropout) so that log-probs of the same sequence agree between
     sampling and updating; gradients still flow when they are enabled.
+
+    Precision is decided once, by :meth:`from_pretrained`, and held in ``bf16``: True (mixed
+    precision asked for, on a CUDA device) runs the transformer under bfloat16 autocast; the LM head
+    and the value head run in float32 either way. False (always on a CPU): everything in float32.
     """
 
     def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None, value_head_init: str = "zero"):
@@ -170,6 +174,7 @@ class PolicyValueModel(nn.Module):
                 nn.init.zeros_(value_head.weight)
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
+        self.bf16 = False
         self._decoder: StaticCacheDecoder | None = None
         self.eval()
 
@@ -179,10 +184,15 @@ class PolicyValueModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, model_name: str, device: str | torch.device = "cpu", value_head_init: str = "zero"
+        cls,
+        model_name: str,
+        device: str | torch.device = "cpu",
+        value_head_init: str = "zero",
+        mixed_precision: bool = True,
     ) -> PolicyValueModel:
         """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was
-        saved; otherwise start a new head as ``value_head_init`` says ("zero" or "random")."""
+        saved; otherwise start a new head as ``value_head_init`` says ("zero" or "random").
+        ``mixed_precision`` sets ``bf16`` on a CUDA device and is ignored on a CPU."""
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
@@ -197,7 +207,9 @@ class PolicyValueModel(nn.Module):
         if head_file.is_file():
             value_head = nn.Linear(lm.config.hidden_size, 1)
             value_head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
-        return cls(lm, value_head, value_head_init).to(device)
+        policy = cls(lm, value_head, value_head_init).to(device)
+        policy.bf16 = mixed_precision and policy.device.type == "cuda"
+        return policy
 
     def save_pretrained(self, folder: str | Path) -> None:
         """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained."""
@@ -222,11 +234,9 @@ class PolicyValueModel(nn.Module):
         """Longest sequence (prompt + reply) the LM's position embeddings allow."""
         return int(getattr(self.lm.config, "n_positions", None) or self.lm.config.max_position_embeddings)
 
-    def autocast(self, enabled: bool = True):
-        """bfloat16 autocast on CUDA when ``enabled``; a no-op on the CPU."""
-        if enabled and self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return nullcontext()
+    def autocast(self) -> AbstractContextManager:
+        """bfloat16 autocast if ``bf16`` (CUDA only), else a no-op."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else nullcontext()
 
     @torch.no_grad()
     def generate(
@@ -239,7 +249,6 @@ class PolicyValueModel(nn.Module):
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
-        mixed_precision: bool = True,
         decoding: str = "hf",
     ) -> Generation:
         """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
@@ -262,7 +271,6 @@ class PolicyValueModel(nn.Module):
                 attention_mask,
                 eos_token_id=tokenizer.eos_token_id,
                 pad_token_id=tokenizer.pad_token_id,
-                mixed_precision=mixed_precision,
                 **sampling,
             )
         else:
@@ -276,7 +284,7 @@ class PolicyValueModel(nn.Module):
                 use_cache=True,
                 **sampling,
             )
-            with self.autocast(mixed_precision):
+            with self.autocast():
                 sequences = self.lm.generate(
                     input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
                 )
@@ -287,20 +295,20 @@ class PolicyValueModel(nn.Module):
     def static_decoder(self) -> StaticCacheDecoder:
         """The :class:`~rlhf_practice.decoding.StaticCacheDecoder` of this model, made on first use."""
         if self._decoder is None:
-            self._decoder = StaticCacheDecoder(self.lm)
+            self._decoder = StaticCacheDecoder(self.lm, bf16=self.bf16)
         return self._decoder
 
-    def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceOutputs:
+    def evaluate_sequences(self, generation: Generation) -> SequenceOutputs:
         """Evaluate the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceOutputs`.
 
         The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
         log-probs of the reply come from logits[:, P-1 : L-1] / temperature: the distribution the
         replies were sampled from (top_k / top_p truncation is not applied here; see the config).
-        With mixed precision the transformer runs in bfloat16 but the LM head runs in float32, so
-        that the ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
+        With ``bf16`` the transformer runs in bfloat16 but the LM head runs in float32, so that the
+        ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
         this under ``torch.no_grad()``.
         """
-        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
+        states = self._reply_states(generation)  # (B, T, H)
         token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)  # (B, T) each
         mask = generation.response_mask.to(token_logprobs.dtype)
         return SequenceOutputs(
@@ -309,7 +317,7 @@ class PolicyValueModel(nn.Module):
             entropy=(token_entropy * mask).sum() / mask.sum().clamp(min=1),
         )
 
-    def evaluate_tokens(self, generation: Generation, mixed_precision: bool = True) -> TokenOutputs:
+    def evaluate_tokens(self, generation: Generation) -> TokenOutputs:
         """Per-token log-probs, values and entropies of the replies of ``generation``; see :class:`TokenOutputs`.
 
         Column t of each (B, T) result belongs to reply token t: its log-prob under the policy, the
@@ -317,13 +325,13 @@ class PolicyValueModel(nn.Module):
         there. Padding columns (response_mask 0) hold numbers too; mask them. Same precision and
         temperature rules as :meth:`evaluate_sequences`, which sums these.
         """
-        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
+        states = self._reply_states(generation)  # (B, T, H)
         token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)
         return TokenOutputs(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
 
-    def _reply_states(self, generation: Generation, mixed_precision: bool) -> torch.Tensor:
+    def _reply_states(self, generation: Generation) -> torch.Tensor:
         """(B, T, H) float32: the last hidden state before each reply token (positions P-1 .. L-2)."""
-        with self.autocast(mixed_precision):
+        with self.autocast():
             hidden = self.lm.base_model(
                 input_ids=generation.sequences,
                 attention_mask=generation.attention_mask,

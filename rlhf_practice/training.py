@@ -170,7 +170,6 @@ class TrainingRun:
                     temperature=c.temperature,
                     top_k=c.top_k,
                     top_p=c.top_p,
-                    mixed_precision=c.mixed_precision,
                     decoding=self.decoding,
                 )
         except RuntimeError as err:
@@ -262,7 +261,9 @@ def start_run(config: TrainConfig) -> TrainingRun:
     tokenizer = load_tokenizer(config.model.model_name)
     if config.top_k > len(tokenizer):
         raise ConfigError(f"top_k={config.top_k} exceeds the vocabulary ({len(tokenizer)} tokens); use 0 for no limit.")
-    policy = PolicyValueModel.from_pretrained(config.model.model_name, device, config.model.value_head_init)
+    policy = PolicyValueModel.from_pretrained(
+        config.model.model_name, device, config.model.value_head_init, config.mixed_precision
+    )
     longest = config.data.max_prompt_length + config.max_new_tokens
     if longest > policy.max_length:
         raise ConfigError(

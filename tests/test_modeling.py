@@ -219,7 +219,7 @@ def test_mixed_precision_keeps_the_lm_head_in_float32(policy, tokenizer, monkeyp
     gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=12)
     with torch.no_grad():
         reference = policy.evaluate_sequences(gen).logprobs
-        monkeypatch.setattr(policy, "autocast", lambda enabled=True: torch.autocast("cpu", dtype=torch.bfloat16))
+        monkeypatch.setattr(policy, "autocast", lambda: torch.autocast("cpu", dtype=torch.bfloat16))
         mixed = policy.evaluate_sequences(gen).logprobs
         with torch.autocast("cpu", dtype=torch.bfloat16):  # everything in bf16, the head included
             logits = policy.lm(
