@@ -1,8 +1,8 @@
 """rlhf_practice: implement PPO and GRPO for language models yourself.
 
 The modules, in the order a training step uses them:
-``config`` (settings) -> ``data`` (prompts) -> ``modeling`` (generate, log-probs, values)
--> ``reward`` (a score per text) -> ``rl`` (advantages and losses, the student files)
+``config`` (settings) -> ``data`` (prompts) -> ``sampling`` (replies) -> ``reward`` (a score per text)
+-> ``modeling`` (the policy: log-probs, values) -> ``rl`` (advantages and losses, the student files)
 -> ``tracking`` (TensorBoard, metrics.csv, samples). ``training`` sets a run up and closes it;
 ``course`` says which functions are graded and loads the implementation named by ``--impl``.
 """

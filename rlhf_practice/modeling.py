@@ -5,8 +5,9 @@ length, L = P + T, V = vocabulary size, H = hidden size.
 
 One PPO/GRPO step uses the model twice:
 
-1. :meth:`PolicyValueModel.generate` samples replies (no gradient) and returns the ids of
-   prompt + reply and a ``response_mask`` that covers each reply up to and including its first EOS;
+1. :meth:`rlhf_practice.sampling.Sampler.sample` samples replies (no gradient) and returns them as a
+   :class:`Generation`: the ids of prompt + reply and a ``response_mask`` that covers each reply up
+   to and including its first EOS;
 2. :meth:`PolicyValueModel.evaluate_sequences` evaluates those sequences (with gradient when needed):
    the summed log-probability of each reply, the value V(s) of each prompt, and the entropy.
    :meth:`PolicyValueModel.evaluate_tokens` gives the same per reply token (the token-level track).
@@ -26,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlhf_practice import ASSETS_DIR
-from rlhf_practice.decoding import StaticCacheDecoder, position_ids_from_mask
 from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
@@ -76,7 +76,7 @@ def load_tokenizer(model_name: str) -> PreTrainedTokenizerBase:
 
 @dataclass
 class Generation:
-    """What :meth:`PolicyValueModel.generate` returns.
+    """Sampled replies, what :meth:`rlhf_practice.sampling.Sampler.sample` returns.
 
     sequences:      LongTensor (B, L)  prompt ids (left-padded) followed by the reply ids
     attention_mask: LongTensor (B, L)  1 for real prompt tokens and for reply tokens in response_mask
@@ -142,6 +142,11 @@ class TokenOutputs:
     entropy: torch.Tensor
 
 
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
 def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
     """FloatTensor (B, T): 1 up to and including the first ``eos_token_id`` of each row, 0 after it."""
     is_eos = (response_ids == eos_token_id).long()
@@ -175,7 +180,6 @@ class PolicyValueModel(nn.Module):
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
         self.bf16 = False
-        self._decoder: StaticCacheDecoder | None = None
         self.eval()
 
     def train(self, mode: bool = True) -> PolicyValueModel:
@@ -218,10 +222,8 @@ class PolicyValueModel(nn.Module):
         torch.save(self.value_head.state_dict(), folder / VALUE_HEAD_FILE)
 
     def frozen_copy(self) -> PolicyValueModel:
-        """A reference copy: same weights, no gradients (e.g. for a KL penalty to the start policy)."""
-        decoder, self._decoder = self._decoder, None  # its buffers and CUDA graphs stay with this model
+        """A reference copy: same weights and precision, no gradients (e.g. for a KL penalty to the start policy)."""
         ref = copy.deepcopy(self)
-        self._decoder = decoder
         ref.requires_grad_(False)
         return ref
 
@@ -237,66 +239,6 @@ class PolicyValueModel(nn.Module):
     def autocast(self) -> AbstractContextManager:
         """bfloat16 autocast if ``bf16`` (CUDA only), else a no-op."""
         return torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else nullcontext()
-
-    @torch.no_grad()
-    def generate(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        tokenizer: PreTrainedTokenizerBase,
-        *,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        decoding: str = "hf",
-    ) -> Generation:
-        """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
-
-        ``decoding`` "hf" uses Hugging Face ``generate``; "static" the static KV cache of
-        :mod:`rlhf_practice.decoding` (GPT-2 models; a CUDA graph on CUDA). Both sample the same way.
-        Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
-        including that EOS (a reply that is EOS at once has one token in the mask).
-        """
-        prompt_length = input_ids.shape[1]
-        if prompt_length + max_new_tokens > self.max_length:
-            raise ValueError(
-                f"{max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
-                f"{self.max_length} positions."
-            )
-        sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
-        if decoding == "static":
-            sequences = self.static_decoder().generate(
-                input_ids,
-                attention_mask,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                **sampling,
-            )
-        else:
-            from transformers import GenerationConfig
-
-            generation_config = GenerationConfig(
-                do_sample=True,
-                min_new_tokens=0,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                use_cache=True,
-                **sampling,
-            )
-            with self.autocast():
-                sequences = self.lm.generate(
-                    input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
-                )
-        response_mask = response_mask_from_ids(sequences[:, prompt_length:], tokenizer.eos_token_id)
-        full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
-        return Generation(sequences, full_mask, response_mask, prompt_length, temperature)
-
-    def static_decoder(self) -> StaticCacheDecoder:
-        """The :class:`~rlhf_practice.decoding.StaticCacheDecoder` of this model, made on first use."""
-        if self._decoder is None:
-            self._decoder = StaticCacheDecoder(self.lm, bf16=self.bf16)
-        return self._decoder
 
     def evaluate_sequences(self, generation: Generation) -> SequenceOutputs:
         """Evaluate the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceOutputs`.

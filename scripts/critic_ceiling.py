@@ -24,6 +24,7 @@ from rlhf_practice.config import PPOConfig, preset_config  # noqa: E402
 from rlhf_practice.data import build_prompt_dataloader  # noqa: E402
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer  # noqa: E402
 from rlhf_practice.reward import build_reward  # noqa: E402
+from rlhf_practice.sampling import Sampler  # noqa: E402
 
 
 def ceiling(num_prompts: int, replies: int, seed: int) -> float:
@@ -32,11 +33,8 @@ def ceiling(num_prompts: int, replies: int, seed: int) -> float:
     tokenizer = load_tokenizer(config.model.model_name)
     policy = PolicyValueModel.from_pretrained(config.model.model_name)
     batch = next(iter(build_prompt_dataloader(config.data, tokenizer, num_prompts, seed)))
-    generation = policy.generate(
-        batch["input_ids"].repeat_interleave(replies, dim=0),
-        batch["attention_mask"].repeat_interleave(replies, dim=0),
-        tokenizer,
-        max_new_tokens=config.max_new_tokens,
+    generation = Sampler(policy, tokenizer, max_new_tokens=config.max_new_tokens).sample(
+        batch["input_ids"].repeat_interleave(replies, dim=0), batch["attention_mask"].repeat_interleave(replies, dim=0)
     )
     rewards = build_reward(config.reward)(generation.decode(tokenizer)).double().view(num_prompts, replies)
     others_mean = (rewards.sum(dim=1, keepdim=True) - rewards) / (replies - 1)  # leave-one-out V(prompt)

@@ -1,21 +1,29 @@
-"""Fast sampling for GPT-2 models: a pre-allocated (static) KV cache, and on CUDA a captured decode step.
+"""Sampling replies: one :class:`Sampler` per run owns the settings, the path and its caches.
 
-Hugging Face's ``generate`` grows its KV cache by concatenation and launches a few hundred small
-kernels per new token from Python; on a GPU the launches, not the arithmetic, set the pace.
-:class:`StaticCacheDecoder` does the same sampling with
+A :class:`Sampler` is built once per run from the sampling settings (``temperature``, ``top_k``,
+``top_p``, ``max_new_tokens``, ``decoding``) and the policy. It resolves the path once (see
+:func:`resolve_decoding`) and its :meth:`Sampler.sample` returns a :class:`~rlhf_practice.modeling.Generation`.
+The two paths sample alike (temperature, then top-k, then top-p, then ``torch.multinomial``):
 
-- one K and one V buffer per layer, (B, heads, S, head_dim) with S = prompt width + max_new_tokens,
-  allocated once per shape and written in place (``index_copy_``), so every decode step has the
-  same shapes and the same tensor addresses;
-- on CUDA, that step recorded once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed for each
-  new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
-  in :attr:`StaticCacheDecoder.capture_seconds`.
+- "hf": Hugging Face's ``generate``. It grows its KV cache by concatenation and launches a few
+  hundred small kernels per new token from Python; on a GPU the launches, not the arithmetic, set
+  the pace.
+- "static": :class:`StaticCacheDecoder` does the same sampling with
 
-It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
-weights as training updates them in place. The sampler is the one ``generate`` uses (temperature,
-then top-k, then top-p, then ``torch.multinomial``) and it stops when every row has ended, so under
-the same seed both paths draw the same random numbers: the tests compare them token for token on
-the CPU, where this file runs eagerly.
+  - one K and one V buffer per layer, (B, heads, S, head_dim) with S = prompt width + max_new_tokens,
+    allocated once per shape and written in place (``index_copy_``), so every decode step has the
+    same shapes and the same tensor addresses;
+  - on CUDA, that step recorded once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed for each
+    new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
+    in :attr:`Sampler.capture_seconds`.
+
+  It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
+  weights as training updates them in place. It stops when every row has ended, as ``generate``
+  does, so under the same seed both paths draw the same random numbers: the tests compare them token
+  for token on the CPU, where this path runs eagerly.
+
+The sampler, its decoder and the decoder's CUDA graphs live here, never on the policy: a copy of the
+policy (``frozen_copy``) is a plain deep copy.
 """
 
 from __future__ import annotations
@@ -23,14 +31,115 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_from_mask, response_mask_from_ids
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 PROMPT_WIDTH_MULTIPLE = 8
 """Prompts are left-padded inside the decoder to a multiple of this, so that batches whose longest
 prompt differs by a token or two share one captured graph."""
+
+
+class Sampler:
+    """Samples one reply per prompt from ``policy`` with fixed settings, on the path ``decoding`` asks for.
+
+    ``decoding`` "hf" uses Hugging Face ``generate``; "static" a :class:`StaticCacheDecoder` (GPT-2
+    models; a CUDA graph on CUDA); "auto" static on CUDA and hf on a CPU. After construction
+    ``decoding`` is the path taken ("static" or "hf") and ``description`` says which and why (the
+    start-up line of a run). Both paths run at the policy's precision (``policy.bf16``).
+    """
+
+    def __init__(
+        self,
+        policy: PolicyValueModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        decoding: str = "auto",
+    ):
+        self.policy = policy
+        self.eos_token_id, self.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.max_new_tokens, self.temperature, self.top_k, self.top_p = max_new_tokens, temperature, top_k, top_p
+        self.decoding, self.description = resolve_decoding(decoding, policy)
+        self.decoder = StaticCacheDecoder(policy.lm, policy.bf16) if self.decoding == "static" else None
+        if self.decoder is None:
+            from transformers import GenerationConfig
+
+            self.generation_config = GenerationConfig(
+                do_sample=True,
+                min_new_tokens=0,
+                eos_token_id=self.eos_token_id,
+                pad_token_id=self.pad_token_id,
+                use_cache=True,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+            )
+
+    @property
+    def capture_seconds(self) -> float:
+        """Seconds spent recording CUDA graphs so far (0 unless the static path runs on CUDA)."""
+        return self.decoder.capture_seconds if self.decoder is not None else 0.0
+
+    @torch.no_grad()
+    def sample(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Generation:
+        """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
+
+        Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
+        including that EOS (a reply that is EOS at once has one token in the mask).
+        """
+        prompt_length = input_ids.shape[1]
+        if prompt_length + self.max_new_tokens > self.policy.max_length:
+            raise ValueError(
+                f"{self.max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
+                f"{self.policy.max_length} positions."
+            )
+        if self.decoder is not None:
+            sequences = self.decoder.generate(
+                input_ids,
+                attention_mask,
+                max_new_tokens=self.max_new_tokens,
+                eos_token_id=self.eos_token_id,
+                pad_token_id=self.pad_token_id,
+                temperature=self.temperature,
+                top_k=self.top_k,
+                top_p=self.top_p,
+            )
+        else:
+            with self.policy.autocast():
+                sequences = self.policy.lm.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=self.generation_config
+                )
+        response_mask = response_mask_from_ids(sequences[:, prompt_length:], self.eos_token_id)
+        full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
+        return Generation(sequences, full_mask, response_mask, prompt_length, self.temperature)
+
+
+def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str]:
+    """``decoding`` ("auto", "static" or "hf") -> ("static" or "hf", a few words on which and why)."""
+    unsupported = static_cache_support(policy.lm)
+    if requested == "hf":
+        return "hf", "Hugging Face generate (--decoding hf)"
+    if unsupported:
+        if requested == "static":
+            raise ConfigError(f"decoding='static': {unsupported}; use --decoding hf (or auto).")
+        return "hf", f"Hugging Face generate ({unsupported})"
+    on_cuda = policy.device.type == "cuda"
+    if requested == "auto" and not on_cuda:
+        return "hf", "Hugging Face generate (on a CPU; --decoding static for the static KV cache)"
+    return "static", "static KV cache" + (" + CUDA graph" if on_cuda else "")
 
 
 def static_cache_support(lm: nn.Module) -> str | None:
@@ -41,11 +150,6 @@ def static_cache_support(lm: nn.Module) -> str | None:
     if config.add_cross_attention or config.reorder_and_upcast_attn:
         return "the static-cache path does not support cross-attention or reorder_and_upcast_attn"
     return None
-
-
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
-    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
 def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> list:
