@@ -69,24 +69,21 @@ class Sampler:
         decoding: str = "auto",
     ):
         self.policy = policy
-        self.eos_token_id, self.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-        self.max_new_tokens, self.temperature, self.top_k, self.top_p = max_new_tokens, temperature, top_k, top_p
+        self.max_new_tokens, self.temperature, self.eos_token_id = max_new_tokens, temperature, tokenizer.eos_token_id
+        self.settings = dict(  # what both paths take: StaticCacheDecoder.generate and transformers' GenerationConfig
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
         self.decoding, self.description = resolve_decoding(decoding, policy)
         self.decoder = StaticCacheDecoder(policy.lm, policy.bf16) if self.decoding == "static" else None
         if self.decoder is None:
             from transformers import GenerationConfig
 
-            self.generation_config = GenerationConfig(
-                do_sample=True,
-                min_new_tokens=0,
-                eos_token_id=self.eos_token_id,
-                pad_token_id=self.pad_token_id,
-                use_cache=True,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-            )
+            self.generation_config = GenerationConfig(do_sample=True, min_new_tokens=0, use_cache=True, **self.settings)
 
     @property
     def capture_seconds(self) -> float:
@@ -107,16 +104,7 @@ class Sampler:
                 f"{self.policy.max_length} positions."
             )
         if self.decoder is not None:
-            sequences = self.decoder.generate(
-                input_ids,
-                attention_mask,
-                max_new_tokens=self.max_new_tokens,
-                eos_token_id=self.eos_token_id,
-                pad_token_id=self.pad_token_id,
-                temperature=self.temperature,
-                top_k=self.top_k,
-                top_p=self.top_p,
-            )
+            sequences = self.decoder.generate(input_ids, attention_mask, **self.settings)
         else:
             with self.policy.autocast():
                 sequences = self.policy.lm.generate(
