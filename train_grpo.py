@@ -68,8 +68,8 @@ def token_level_update(
     rl = run.impl.token_level
     mask = generation.response_mask  # (N, T)
     with torch.no_grad():  # per-token log-probs of the sampling ("old") policy and of the reference
-        old_logprobs = run.policy.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
-        ref_logprobs = reference.evaluate_tokens(generation, config.mixed_precision).logprobs  # (N, T)
+        old_logprobs = run.policy.evaluate_tokens(generation).logprobs  # (N, T)
+        ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (N, T)
     stats = [
         grpo_clip_step(rl, run.policy, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
         for _ in range(config.grpo_iterations)
@@ -89,7 +89,7 @@ def grpo_step(
 ) -> dict[str, torch.Tensor]:
     """One GRPO update on N = B * K sampled replies: recompute log-probs, your ``grpo.grpo_loss``,
     one optimizer step."""
-    new = policy.evaluate_sequences(generation, config.mixed_precision)
+    new = policy.evaluate_sequences(generation)
     loss = grpo.grpo_loss(new.logprobs, advantages)
     check_finite("loss/policy", loss)
 
@@ -119,7 +119,7 @@ def grpo_clip_step(
     stats = []
     for idx in torch.randperm(len(generation), device=advantages.device).chunk(config.grpo_num_minibatches):
         mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        new = policy.evaluate_tokens(generation[idx])
         loss = rl.grpo_clip_loss(
             new.logprobs,
             old_logprobs[idx],

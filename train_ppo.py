@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_practice.config import PPOConfig, TokenPPOConfig, parse_config
-from rlhf_practice.modeling import Generation, PolicyValueModel, TokenScores
+from rlhf_practice.modeling import Generation, PolicyValueModel, TokenOutputs
 from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics, rollout_stats
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
@@ -43,7 +43,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
 
         # 3. Log-probs and values of the policy that sampled the replies: the "old" policy.
         with torch.no_grad():
-            old = policy.evaluate_sequences(generation, config.mixed_precision)  # logprobs (B,), values (B,)
+            old = policy.evaluate_sequences(generation)  # logprobs (B,), values (B,)
 
         # 4. Advantages A = R - V(s) (your compute_advantages).
         advantages = ppo.compute_advantages(rewards, old.values, normalize=config.normalize_advantages)
@@ -94,8 +94,8 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
 
         # 2. Per-token log-probs and values V(s_t) of the sampling policy, log-probs of the reference.
         with torch.no_grad():
-            old = policy.evaluate_tokens(generation, config.mixed_precision)  # logprobs, values: (B, T)
-            ref_logprobs = reference.evaluate_tokens(generation, config.mixed_precision).logprobs  # (B, T)
+            old = policy.evaluate_tokens(generation)  # logprobs, values: (B, T)
+            ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (B, T)
 
         # 3. Per-token reward r_t = -beta * KL_t, plus the score on the last token (your per_token_kl).
         kl = rl.per_token_kl(old.logprobs, ref_logprobs, mask, config.kl_estimator)
@@ -148,7 +148,7 @@ def ppo_step(
     """
     stats = []
     for idx in torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches):
-        new = policy.evaluate_sequences(generation[idx], config.mixed_precision)
+        new = policy.evaluate_sequences(generation[idx])
         policy_loss = ppo.ppo_clip_loss(new.logprobs, old_logprobs[idx], advantages[idx], config.ppo_clip_range)
         value_loss = F.mse_loss(new.values, returns[idx])
         log_ratio = new.logprobs - old_logprobs[idx]
@@ -215,7 +215,7 @@ def token_ppo_step(
     policy: PolicyValueModel,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
-    old: TokenScores,
+    old: TokenOutputs,
     advantages: torch.Tensor,
     returns: torch.Tensor,
     config: TokenPPOConfig,
@@ -232,7 +232,7 @@ def token_ppo_step(
     stats = []
     for idx in torch.randperm(len(generation), device=returns.device).chunk(config.ppo_num_minibatches):
         mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx], config.mixed_precision)
+        new = policy.evaluate_tokens(generation[idx])
         policy_loss, value_loss = rl.token_ppo_loss(
             new.logprobs,
             old.logprobs[idx],

@@ -2,7 +2,7 @@
 
 The modules, in the order a training step uses them:
 ``config`` (settings) -> ``tasks`` (what is trained on: prompts from ``data``, the reward of
-``reward``, the model) -> ``modeling`` (generate, log-probs, values)
+``reward``, the model) -> ``sampling`` (replies) -> ``modeling`` (the policy: log-probs, values)
 -> ``rl`` (advantages and losses, the student files)
 -> ``tracking`` (TensorBoard, metrics.csv, samples). ``training`` sets a run up and closes it;
 ``course`` says which functions are graded and loads the implementation named by ``--impl``.

@@ -5,9 +5,10 @@ length, L = P + T, V = vocabulary size, H = hidden size.
 
 One PPO/GRPO step uses the model twice:
 
-1. :meth:`PolicyValueModel.generate` samples replies (no gradient) and returns the ids of
-   prompt + reply and a ``response_mask`` that covers each reply up to and including its first EOS;
-2. :meth:`PolicyValueModel.evaluate_sequences` scores those sequences (with gradient when needed):
+1. :meth:`rlhf_practice.sampling.Sampler.sample` samples replies (no gradient) and returns them as a
+   :class:`Generation`: the ids of prompt + reply and a ``response_mask`` that covers each reply up
+   to and including its first EOS;
+2. :meth:`PolicyValueModel.evaluate_sequences` evaluates those sequences (with gradient when needed):
    the summed log-probability of each reply, the value V(s) of each prompt, and the entropy.
    :meth:`PolicyValueModel.evaluate_tokens` gives the same per reply token (the token-level track).
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import os
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlhf_practice import ASSETS_DIR
-from rlhf_practice.decoding import StaticCacheDecoder, position_ids_from_mask
 from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
@@ -76,7 +76,7 @@ def load_tokenizer(model_name: str) -> PreTrainedTokenizerBase:
 
 @dataclass
 class Generation:
-    """What :meth:`PolicyValueModel.generate` returns.
+    """Sampled replies, what :meth:`rlhf_practice.sampling.Sampler.sample` returns.
 
     sequences:      LongTensor (B, L)  prompt ids (left-padded) followed by the reply ids
     attention_mask: LongTensor (B, L)  1 for real prompt tokens and for reply tokens in response_mask
@@ -115,7 +115,7 @@ class Generation:
 
 
 @dataclass
-class SequenceScores:
+class SequenceOutputs:
     """What :meth:`PolicyValueModel.evaluate_sequences` returns.
 
     logprobs: (B,) sum over reply tokens of log pi(token | prefix); prompt and padding excluded
@@ -129,7 +129,7 @@ class SequenceScores:
 
 
 @dataclass
-class TokenScores:
+class TokenOutputs:
     """What :meth:`PolicyValueModel.evaluate_tokens` returns: one column per reply token (B, T).
 
     logprobs: (B, T) log pi(token_t | prompt, tokens before t)
@@ -140,6 +140,11 @@ class TokenScores:
     logprobs: torch.Tensor
     values: torch.Tensor
     entropy: torch.Tensor
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
 def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
@@ -154,6 +159,10 @@ class PolicyValueModel(nn.Module):
 
     The model stays in eval mode (no dropout) so that log-probs of the same sequence agree between
     sampling and updating; gradients still flow when they are enabled.
+
+    Precision is decided once, by :meth:`from_pretrained`, and held in ``bf16``: True (mixed
+    precision asked for, on a CUDA device) runs the transformer under bfloat16 autocast; the LM head
+    and the value head run in float32 either way. False (always on a CPU): everything in float32.
     """
 
     def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None, value_head_init: str = "zero"):
@@ -170,7 +179,7 @@ class PolicyValueModel(nn.Module):
                 nn.init.zeros_(value_head.weight)
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
-        self._decoder: StaticCacheDecoder | None = None
+        self.bf16 = False
         self.eval()
 
     def train(self, mode: bool = True) -> PolicyValueModel:
@@ -179,10 +188,15 @@ class PolicyValueModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, model_name: str, device: str | torch.device = "cpu", value_head_init: str = "zero"
+        cls,
+        model_name: str,
+        device: str | torch.device = "cpu",
+        value_head_init: str = "zero",
+        mixed_precision: bool = True,
     ) -> PolicyValueModel:
         """Load ``model_name`` ("tiny", a hub name or a local folder), plus its value head if one was
-        saved; otherwise start a new head as ``value_head_init`` says ("zero" or "random")."""
+        saved; otherwise start a new head as ``value_head_init`` says ("zero" or "random").
+        ``mixed_precision`` sets ``bf16`` on a CUDA device and is ignored on a CPU."""
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
@@ -197,7 +211,9 @@ class PolicyValueModel(nn.Module):
         if head_file.is_file():
             value_head = nn.Linear(lm.config.hidden_size, 1)
             value_head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
-        return cls(lm, value_head, value_head_init).to(device)
+        policy = cls(lm, value_head, value_head_init).to(device)
+        policy.bf16 = mixed_precision and policy.device.type == "cuda"
+        return policy
 
     def save_pretrained(self, folder: str | Path) -> None:
         """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained."""
@@ -206,10 +222,8 @@ class PolicyValueModel(nn.Module):
         torch.save(self.value_head.state_dict(), folder / VALUE_HEAD_FILE)
 
     def frozen_copy(self) -> PolicyValueModel:
-        """A reference copy: same weights, no gradients (e.g. for a KL penalty to the start policy)."""
-        decoder, self._decoder = self._decoder, None  # its buffers and CUDA graphs stay with this model
+        """A reference copy: same weights and precision, no gradients (e.g. for a KL penalty to the start policy)."""
         ref = copy.deepcopy(self)
-        self._decoder = decoder
         ref.requires_grad_(False)
         return ref
 
@@ -222,108 +236,44 @@ class PolicyValueModel(nn.Module):
         """Longest sequence (prompt + reply) the LM's position embeddings allow."""
         return int(getattr(self.lm.config, "n_positions", None) or self.lm.config.max_position_embeddings)
 
-    def autocast(self, enabled: bool = True):
-        """bfloat16 autocast on CUDA when ``enabled``; a no-op on the CPU."""
-        if enabled and self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return nullcontext()
+    def autocast(self) -> AbstractContextManager:
+        """bfloat16 autocast if ``bf16`` (CUDA only), else a no-op."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else nullcontext()
 
-    @torch.no_grad()
-    def generate(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        tokenizer: PreTrainedTokenizerBase,
-        *,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        mixed_precision: bool = True,
-        decoding: str = "hf",
-    ) -> Generation:
-        """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
-
-        ``decoding`` "hf" uses Hugging Face ``generate``; "static" the static KV cache of
-        :mod:`rlhf_practice.decoding` (GPT-2 models; a CUDA graph on CUDA). Both sample the same way.
-        Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
-        including that EOS (a reply that is EOS at once has one token in the mask).
-        """
-        prompt_length = input_ids.shape[1]
-        if prompt_length + max_new_tokens > self.max_length:
-            raise ValueError(
-                f"{max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
-                f"{self.max_length} positions."
-            )
-        sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
-        if decoding == "static":
-            sequences = self.static_decoder().generate(
-                input_ids,
-                attention_mask,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                mixed_precision=mixed_precision,
-                **sampling,
-            )
-        else:
-            from transformers import GenerationConfig
-
-            generation_config = GenerationConfig(
-                do_sample=True,
-                min_new_tokens=0,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                use_cache=True,
-                **sampling,
-            )
-            with self.autocast(mixed_precision):
-                sequences = self.lm.generate(
-                    input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config
-                )
-        response_mask = response_mask_from_ids(sequences[:, prompt_length:], tokenizer.eos_token_id)
-        full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
-        return Generation(sequences, full_mask, response_mask, prompt_length, temperature)
-
-    def static_decoder(self) -> StaticCacheDecoder:
-        """The :class:`~rlhf_practice.decoding.StaticCacheDecoder` of this model, made on first use."""
-        if self._decoder is None:
-            self._decoder = StaticCacheDecoder(self.lm)
-        return self._decoder
-
-    def evaluate_sequences(self, generation: Generation, mixed_precision: bool = True) -> SequenceScores:
-        """Score the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceScores`.
+    def evaluate_sequences(self, generation: Generation) -> SequenceOutputs:
+        """Evaluate the prompt + reply sequences (B, L) of ``generation``; see :class:`SequenceOutputs`.
 
         The reply token at position t (t >= P) is predicted by the logits at position t - 1, so the
         log-probs of the reply come from logits[:, P-1 : L-1] / temperature: the distribution the
         replies were sampled from (top_k / top_p truncation is not applied here; see the config).
-        With mixed precision the transformer runs in bfloat16 but the LM head runs in float32, so
-        that the ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
+        With ``bf16`` the transformer runs in bfloat16 but the LM head runs in float32, so that the
+        ratios of PPO are not swamped by rounding. Gradients flow unless the caller runs
         this under ``torch.no_grad()``.
         """
-        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
-        token_logprobs, token_entropy = self._next_token_scores(states, generation)  # (B, T) each
+        states = self._reply_states(generation)  # (B, T, H)
+        token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)  # (B, T) each
         mask = generation.response_mask.to(token_logprobs.dtype)
-        return SequenceScores(
+        return SequenceOutputs(
             logprobs=(token_logprobs * mask).sum(dim=1),  # (B,)
             values=self._values(states[:, 0]),  # (B,): V read at the last prompt token
             entropy=(token_entropy * mask).sum() / mask.sum().clamp(min=1),
         )
 
-    def evaluate_tokens(self, generation: Generation, mixed_precision: bool = True) -> TokenScores:
-        """Per-token scores of the replies of ``generation``; see :class:`TokenScores`.
+    def evaluate_tokens(self, generation: Generation) -> TokenOutputs:
+        """Per-token log-probs, values and entropies of the replies of ``generation``; see :class:`TokenOutputs`.
 
         Column t of each (B, T) result belongs to reply token t: its log-prob under the policy, the
         value V(s_t) of the state before it (prompt + reply tokens 0..t-1), and the policy's entropy
         there. Padding columns (response_mask 0) hold numbers too; mask them. Same precision and
         temperature rules as :meth:`evaluate_sequences`, which sums these.
         """
-        states = self._reply_states(generation, mixed_precision)  # (B, T, H)
-        token_logprobs, token_entropy = self._next_token_scores(states, generation)
-        return TokenScores(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
+        states = self._reply_states(generation)  # (B, T, H)
+        token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)
+        return TokenOutputs(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
 
-    def _reply_states(self, generation: Generation, mixed_precision: bool) -> torch.Tensor:
+    def _reply_states(self, generation: Generation) -> torch.Tensor:
         """(B, T, H) float32: the last hidden state before each reply token (positions P-1 .. L-2)."""
-        with self.autocast(mixed_precision):
+        with self.autocast():
             hidden = self.lm.base_model(
                 input_ids=generation.sequences,
                 attention_mask=generation.attention_mask,
@@ -332,7 +282,9 @@ class PolicyValueModel(nn.Module):
             ).last_hidden_state  # (B, L, H)
         return hidden[:, generation.prompt_length - 1 : -1].float()
 
-    def _next_token_scores(self, states: torch.Tensor, generation: Generation) -> tuple[torch.Tensor, torch.Tensor]:
+    def _token_logprobs_and_entropy(
+        self, states: torch.Tensor, generation: Generation
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-prob of each reply token and the entropy there, both (B, T), from float32 logits / temperature."""
         with torch.autocast(self.device.type, enabled=False):
             logits = self.lm.get_output_embeddings()(states) / generation.temperature  # (B, T, V)

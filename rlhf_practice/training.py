@@ -29,9 +29,9 @@ import torch
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES
-from rlhf_practice.decoding import static_cache_support
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
 from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.sampling import Sampler
 from rlhf_practice.tasks import Task, build_task
 from rlhf_practice.tracking import RunLogger
 
@@ -150,7 +150,7 @@ class TrainingRun:
     task: Task
     prompts: Iterator[dict]  # the task's prompt batches
     logger: RunLogger
-    decoding: str = "hf"  # "static" or "hf": config.decoding resolved by resolve_decoding
+    sampler: Sampler
 
     def next_prompts(self) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts."""
@@ -158,21 +158,10 @@ class TrainingRun:
         return batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device), batch["prompt_text"]
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Generation:
-        """Sample one reply per prompt row with the config's sampling settings."""
-        c = self.config
+        """Sample one reply per prompt row with the run's :class:`~rlhf_practice.sampling.Sampler`, timed."""
         try:
             with self.logger.timed("generate"):
-                return self.policy.generate(
-                    input_ids,
-                    attention_mask,
-                    self.tokenizer,
-                    max_new_tokens=c.max_new_tokens,
-                    temperature=c.temperature,
-                    top_k=c.top_k,
-                    top_p=c.top_p,
-                    mixed_precision=c.mixed_precision,
-                    decoding=self.decoding,
-                )
+                return self.sampler.sample(input_ids, attention_mask)
         except RuntimeError as err:
             if "inf" not in str(err) and "nan" not in str(err):
                 raise
@@ -210,9 +199,9 @@ class TrainingRun:
         for sig in previous:
             signal.signal(sig, lambda *_: print("\nsaving; please wait until it is done.", file=sys.stderr))
         try:
-            extra = {"peak_memory_mb": peak_memory_mb(self.device), "decoding": self.decoding}
-            if self.decoding == "static":
-                extra["decode_capture_s"] = round(self.policy.static_decoder().capture_seconds, 3)
+            extra = {"peak_memory_mb": peak_memory_mb(self.device), "decoding": self.sampler.decoding}
+            if self.sampler.decoding == "static":
+                extra["decode_capture_s"] = round(self.sampler.capture_seconds, 3)
 
             def save_to(folder: Path) -> None:
                 if outcome != "failed":
@@ -270,6 +259,15 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"max_new_tokens={config.max_new_tokens} plus data.max_prompt_length={task.max_prompt_length} "
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
+    sampler = Sampler(
+        policy,
+        tokenizer,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        decoding=config.decoding,
+    )
     prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)
     try:
         logger = RunLogger(run_dir, config)
@@ -280,24 +278,8 @@ def start_run(config: TrainConfig) -> TrainingRun:
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )
-    decoding, how = resolve_decoding(config.decoding, policy)
-    print(f"sampling: {how}", file=sys.stderr)
-    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, decoding)
-
-
-def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str]:
-    """``config.decoding`` -> ("static" or "hf", a few words on which and why, for the start-up line)."""
-    unsupported = static_cache_support(policy.lm)
-    if requested == "hf":
-        return "hf", "Hugging Face generate (--decoding hf)"
-    if unsupported:
-        if requested == "static":
-            raise ConfigError(f"decoding='static': {unsupported}; use --decoding hf (or auto).")
-        return "hf", f"Hugging Face generate ({unsupported})"
-    on_cuda = policy.device.type == "cuda"
-    if requested == "auto" and not on_cuda:
-        return "hf", "Hugging Face generate (on a CPU; --decoding static for the static KV cache)"
-    return "static", "static KV cache" + (" + CUDA graph" if on_cuda else "")
+    print(f"sampling: {sampler.description}", file=sys.stderr)
+    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, sampler)
 
 
 @contextmanager

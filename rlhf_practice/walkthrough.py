@@ -20,6 +20,7 @@ from rlhf_practice.course import load_impl
 from rlhf_practice.data import build_prompt_dataloader
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 from rlhf_practice.reward import build_reward
+from rlhf_practice.sampling import Sampler
 
 
 def _show(name: str, value: torch.Tensor) -> None:
@@ -54,10 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     for text in batch["prompt_text"]:
         print(f"  prompt_text      {text!r}")
 
-    print("\n2. Generate one reply per prompt, no gradient (PolicyValueModel.generate)")
-    generation = policy.generate(
-        batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=config.max_new_tokens
-    )
+    print("\n2. Generate one reply per prompt, no gradient (Sampler.sample, rlhf_practice/sampling.py)")
+    sampler = Sampler(policy, tokenizer, max_new_tokens=config.max_new_tokens)
+    generation = sampler.sample(batch["input_ids"], batch["attention_mask"])
     print(f"  sequences        shape {tuple(generation.sequences.shape)} = prompt {generation.prompt_length} + reply")
     _show("response_mask", generation.response_mask)
     replies = generation.decode(tokenizer)
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     _show("advantages", advantages)
 
     print("\n6. The clip loss on the same replies, before any update (your ppo_clip_loss, TASKS.md §2.2)")
-    scores = policy.evaluate_sequences(generation)
+    new = policy.evaluate_sequences(generation)
     try:
-        loss = impl.ppo.ppo_clip_loss(scores.logprobs, old.logprobs, advantages, config.ppo_clip_range)
+        loss = impl.ppo.ppo_clip_loss(new.logprobs, old.logprobs, advantages, config.ppo_clip_range)
     except NotImplementedError as err:
         print(f"  skipped: {err} (or rerun with --impl answer)")
         return

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from rlhf_practice.data import TINY_CORPUS, LeftPadCollator, PromptDataset  # noqa: E402
 from rlhf_practice.modeling import TINY_MODEL_DIR, PolicyValueModel, load_tokenizer  # noqa: E402
 from rlhf_practice.reward import build_reward, words  # noqa: E402
+from rlhf_practice.sampling import Sampler  # noqa: E402
 
 # ----------------------------------------------------------------------------- corpus generator
 
@@ -323,11 +324,12 @@ def measure_reward(num_prompts: int, seed: int) -> dict:
     )
     collate = LeftPadCollator(tokenizer)
     reward_fn = build_reward(cfg.reward)
+    sampler = Sampler(policy, tokenizer, max_new_tokens=cfg.max_new_tokens)
     torch.manual_seed(seed)
     rewards, samples = [], []
     for i in range(0, len(dataset), 64):
         batch = collate([dataset[j] for j in range(i, min(i + 64, len(dataset)))])
-        gen = policy.generate(batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=cfg.max_new_tokens)
+        gen = sampler.sample(batch["input_ids"], batch["attention_mask"])
         replies = gen.decode(tokenizer)
         rewards.append(reward_fn(replies))
         samples += [p + " |" + r for p, r in zip(batch["prompt_text"], replies)]

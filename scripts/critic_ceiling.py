@@ -21,24 +21,22 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlhf_practice.config import PPOConfig, preset_config  # noqa: E402
-from rlhf_practice.data import build_prompt_dataloader  # noqa: E402
-from rlhf_practice.modeling import PolicyValueModel, load_tokenizer  # noqa: E402
-from rlhf_practice.reward import build_reward  # noqa: E402
+from rlhf_practice.sampling import Sampler  # noqa: E402
+from rlhf_practice.tasks import build_task  # noqa: E402
 
 
 def ceiling(num_prompts: int, replies: int, seed: int) -> float:
     config = preset_config(PPOConfig, "tiny")
     torch.manual_seed(seed)
-    tokenizer = load_tokenizer(config.model.model_name)
-    policy = PolicyValueModel.from_pretrained(config.model.model_name)
-    batch = next(iter(build_prompt_dataloader(config.data, tokenizer, num_prompts, seed)))
-    generation = policy.generate(
-        batch["input_ids"].repeat_interleave(replies, dim=0),
-        batch["attention_mask"].repeat_interleave(replies, dim=0),
-        tokenizer,
-        max_new_tokens=config.max_new_tokens,
+    task = build_task(config)
+    tokenizer = task.load_tokenizer()
+    policy = task.load_policy(torch.device("cpu"))
+    batch = next(task.prompt_batches(tokenizer, num_prompts, seed))
+    generation = Sampler(policy, tokenizer, max_new_tokens=config.max_new_tokens).sample(
+        batch["input_ids"].repeat_interleave(replies, dim=0), batch["attention_mask"].repeat_interleave(replies, dim=0)
     )
-    rewards = build_reward(config.reward)(generation.decode(tokenizer)).double().view(num_prompts, replies)
+    prompts = [p for p in batch["prompt_text"] for _ in range(replies)]
+    rewards = task.reward(prompts, generation.decode(tokenizer)).double().view(num_prompts, replies)
     others_mean = (rewards.sum(dim=1, keepdim=True) - rewards) / (replies - 1)  # leave-one-out V(prompt)
     return (1 - (rewards - others_mean).var() / rewards.var()).item()
 

@@ -1,4 +1,4 @@
-"""PolicyValueModel (not graded): the hub loading path on a local copy, generate and evaluate_sequences."""
+"""PolicyValueModel (not graded): the hub loading path on a local copy, sampled Generations, evaluate_sequences."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from rlhf_practice.modeling import (
     position_ids_from_mask,
     response_mask_from_ids,
 )
+from rlhf_practice.sampling import Sampler
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,10 @@ def policy():
 def _prompts(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     return batch["input_ids"], batch["attention_mask"]
+
+
+def _sample(policy, tokenizer, input_ids, attention_mask, **settings) -> Generation:
+    return Sampler(policy, tokenizer, **settings).sample(input_ids, attention_mask)
 
 
 def test_tokenizer_is_set_up_for_generation(tokenizer) -> None:
@@ -66,10 +71,10 @@ def test_response_mask_ends_at_first_eos() -> None:
     assert mask.dtype == torch.float32 and mask.tolist() == expected
 
 
-def test_generate_shapes_and_masks(policy, tokenizer) -> None:
+def test_sampler_shapes_and_masks(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "I watched this movie with my", "Bad"])
     torch.manual_seed(0)
-    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=10)
+    gen = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=10)
     batch, prompt_length = input_ids.shape
     assert gen.prompt_length == prompt_length
     assert torch.equal(gen.sequences[:, :prompt_length], input_ids)
@@ -80,13 +85,13 @@ def test_generate_shapes_and_masks(policy, tokenizer) -> None:
     assert torch.equal(gen.response_mask, response_mask_from_ids(gen.response_ids, tokenizer.eos_token_id))
 
 
-def test_generate_stops_rows_at_eos_in_the_middle(policy, tokenizer) -> None:
+def test_sampler_stops_rows_at_eos_in_the_middle(policy, tokenizer) -> None:
     # Declare a frequent token "EOS" so that replies end early and at different places.
     input_ids, attention_mask = _prompts(tokenizer, ["The film was", "A movie about", "I", "This is the"] * 4)
     space_the = tokenizer(" the")["input_ids"][0]
     fake = SimpleNamespace(eos_token_id=space_the, pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(1)
-    gen = policy.generate(input_ids, attention_mask, fake, max_new_tokens=12)
+    gen = _sample(policy, fake, input_ids, attention_mask, max_new_tokens=12)
     ends = gen.response_mask.sum(dim=1).long()
     assert len(set(ends.tolist())) > 1, "replies of different lengths expected"
     for row, end in zip(gen.response_ids, ends):
@@ -95,13 +100,13 @@ def test_generate_stops_rows_at_eos_in_the_middle(policy, tokenizer) -> None:
             assert (row[end:] == tokenizer.pad_token_id).all(), "tokens after EOS must be padding"
 
 
-def test_generate_refuses_too_long(policy, tokenizer) -> None:
+def test_sampler_refuses_too_long(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film"])
     with pytest.raises(ValueError, match="exceed the model's"):
-        policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=policy.max_length)
+        _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=policy.max_length)
 
 
-def _direct_scores(policy, tokenizer, prompt: list[int], reply: list[int]) -> tuple[float, float]:
+def _direct_logprob_and_value(policy, tokenizer, prompt: list[int], reply: list[int]) -> tuple[float, float]:
     """Sum of reply log-probs and V(s), from one unpadded row, straight from the logits."""
     eos = tokenizer.eos_token_id
     end = reply.index(eos) + 1 if eos in reply else len(reply)
@@ -132,21 +137,21 @@ def test_evaluate_sequences_matches_a_direct_computation(policy, tokenizer) -> N
     attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
     assert response_mask.sum(dim=1).tolist() == [len(word(" great fun")) + 1, 1, 7]
 
-    scores = policy.evaluate_sequences(Generation(sequences, attention_mask, response_mask, width_p))
-    assert scores.logprobs.shape == (3,) and scores.values.shape == (3,) and scores.entropy.shape == ()
+    out = policy.evaluate_sequences(Generation(sequences, attention_mask, response_mask, width_p))
+    assert out.logprobs.shape == (3,) and out.values.shape == (3,) and out.entropy.shape == ()
     for i, (p, r) in enumerate(zip(prompts, replies)):
-        logprob, value = _direct_scores(policy, tokenizer, p, r)
-        assert scores.logprobs[i].item() == pytest.approx(logprob, abs=1e-4), f"row {i}"
-        assert scores.values[i].item() == pytest.approx(value, abs=1e-5), f"row {i}"
-    assert scores.entropy.item() > 0
+        logprob, value = _direct_logprob_and_value(policy, tokenizer, p, r)
+        assert out.logprobs[i].item() == pytest.approx(logprob, abs=1e-4), f"row {i}"
+        assert out.values[i].item() == pytest.approx(value, abs=1e-5), f"row {i}"
+    assert out.entropy.item() > 0
 
 
 def test_evaluate_sequences_carries_gradient_to_the_policy(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad"])
     torch.manual_seed(0)
-    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=4)
-    scores = policy.evaluate_sequences(gen)
-    (scores.logprobs.sum() + scores.values.sum()).backward()
+    gen = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=4)
+    out = policy.evaluate_sequences(gen)
+    (out.logprobs.sum() + out.values.sum()).backward()
     assert policy.value_head.weight.grad is not None
     assert policy.lm.transformer.wte.weight.grad is not None
     policy.zero_grad(set_to_none=True)
@@ -158,12 +163,13 @@ def test_frozen_copy(policy) -> None:
     assert all(p.requires_grad for p in policy.parameters())
     assert all(torch.equal(a, b) for a, b in zip(ref.parameters(), policy.parameters()))
     assert not ref.training and not policy.train().training
+    assert ref.bf16 is policy.bf16 is False, "on a CPU the precision resolves to float32, and the copy keeps it"
 
 
 def test_generation_rows_and_decode(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad", "I watched"])
     torch.manual_seed(0)
-    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=5)
+    gen = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=5)
     rows = gen[torch.tensor([2, 0])]
     assert len(rows) == 2 and rows.prompt_length == gen.prompt_length
     assert torch.equal(rows.sequences, gen.sequences[[2, 0]]) and torch.equal(
@@ -195,9 +201,9 @@ def test_scored_logprobs_are_those_of_the_distribution_sampled(policy, tokenizer
     prompt_length = input_ids.shape[1]
     response_mask = response_mask_from_ids(out.sequences[:, prompt_length:], tokenizer.eos_token_id)
     full_mask = torch.cat([attention_mask, response_mask.long()], dim=1)
-    sampler = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)  # (B, T, V)
+    sampled = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)  # (B, T, V)
     tokens = out.sequences[:, prompt_length:]
-    expected = (sampler.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * response_mask).sum(dim=1)
+    expected = (sampled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * response_mask).sum(dim=1)
     with torch.no_grad():
         scored = policy.evaluate_sequences(Generation(out.sequences, full_mask, response_mask, prompt_length, 0.5))
         untempered = policy.evaluate_sequences(Generation(out.sequences, full_mask, response_mask, prompt_length, 1.0))
@@ -205,9 +211,9 @@ def test_scored_logprobs_are_those_of_the_distribution_sampled(policy, tokenizer
     assert not torch.allclose(untempered.logprobs, expected, atol=1e-2), "the test must tell the two apart"
 
 
-def test_generate_records_its_temperature(policy, tokenizer) -> None:
+def test_sampler_records_its_temperature(policy, tokenizer) -> None:
     input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad"])
-    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=3, temperature=0.7)
+    gen = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=3, temperature=0.7)
     assert gen.temperature == 0.7 and gen[torch.tensor([1])].temperature == 0.7
 
 
@@ -216,10 +222,10 @@ def test_mixed_precision_keeps_the_lm_head_in_float32(policy, tokenizer, monkeyp
     log-softmax in fp32, so scored log-probs stay closer to full precision than an all-bf16 pass."""
     input_ids, attention_mask = _prompts(tokenizer, ["The film was", "Bad", "I watched this movie with my"] * 4)
     torch.manual_seed(0)
-    gen = policy.generate(input_ids, attention_mask, tokenizer, max_new_tokens=12)
+    gen = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=12)
     with torch.no_grad():
         reference = policy.evaluate_sequences(gen).logprobs
-        monkeypatch.setattr(policy, "autocast", lambda enabled=True: torch.autocast("cpu", dtype=torch.bfloat16))
+        monkeypatch.setattr(policy, "autocast", lambda: torch.autocast("cpu", dtype=torch.bfloat16))
         mixed = policy.evaluate_sequences(gen).logprobs
         with torch.autocast("cpu", dtype=torch.bfloat16):  # everything in bf16, the head included
             logits = policy.lm(

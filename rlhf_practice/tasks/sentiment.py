@@ -39,7 +39,9 @@ class SentimentTask(Task):
 
     def load_policy(self, device: torch.device) -> PolicyValueModel:
         model = self.config.model
-        return PolicyValueModel.from_pretrained(model.model_name, device, model.value_head_init)
+        return PolicyValueModel.from_pretrained(
+            model.model_name, device, model.value_head_init, self.config.mixed_precision
+        )
 
     @property
     def max_prompt_length(self) -> int:

@@ -1,4 +1,4 @@
-"""The static-cache sampler (rlhf_practice/decoding.py) against Hugging Face generate, on the CPU (not graded).
+"""The Sampler (rlhf_practice/sampling.py): its static-cache path vs Hugging Face generate, on the CPU (not graded).
 
 On CUDA the same decode step is replayed as a CUDA graph; here it runs eagerly, so these tests check
 the arithmetic and the sampling that the GPU path uses.
@@ -11,10 +11,9 @@ import types
 import pytest
 import torch
 
-from rlhf_practice.decoding import StaticCacheDecoder, static_cache_support
 from rlhf_practice.errors import ConfigError
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
-from rlhf_practice.training import resolve_decoding
+from rlhf_practice.sampling import Sampler, StaticCacheDecoder, resolve_decoding, static_cache_support
 
 # Prompts of 1 to 9 tokens (left padding of several widths); two are whole short reviews, so that
 # some replies end with EOS after a token or two.
@@ -43,7 +42,7 @@ def _both(tiny, seed: int = 0, **sampling):
     out = {}
     for decoding in ("hf", "static"):
         torch.manual_seed(seed)
-        generation = policy.generate(ids, mask, tokenizer, max_new_tokens=12, decoding=decoding, **sampling)
+        generation = Sampler(policy, tokenizer, max_new_tokens=12, decoding=decoding, **sampling).sample(ids, mask)
         out[decoding] = (generation, torch.rand(3))  # the draw after it: both used the random stream alike
     return out["hf"], out["static"]
 
@@ -107,11 +106,8 @@ def test_prompt_width_a_multiple_of_eight_and_not(tiny) -> None:
         runs = []
         for decoding in ("hf", "static"):
             torch.manual_seed(1)
-            runs.append(
-                policy.generate(
-                    batch["input_ids"], batch["attention_mask"], tokenizer, max_new_tokens=6, decoding=decoding
-                )
-            )
+            sampler = Sampler(policy, tokenizer, max_new_tokens=6, decoding=decoding)
+            runs.append(sampler.sample(batch["input_ids"], batch["attention_mask"]))
         assert torch.equal(runs[0].sequences, runs[1].sequences)
 
 
@@ -126,3 +122,29 @@ def test_which_path_a_run_uses(tiny) -> None:
     assert decoding == "hf" and "GPT-2 models only, not 'llama'" in how
     with pytest.raises(ConfigError, match="decoding='static'.*--decoding hf"):
         resolve_decoding("static", other)
+
+
+def test_frozen_copy_after_static_sampling_shares_nothing_with_the_sampler(tiny) -> None:
+    """The sampler owns its decoder and caches, the policy holds none: a copy made after sampling on the
+    static path is a plain deep copy, and updating the policy (which the sampler follows) leaves it as it was."""
+    tokenizer, _, ids, mask = tiny
+    policy = PolicyValueModel.from_pretrained("tiny")
+    sampler = Sampler(policy, tokenizer, max_new_tokens=6, decoding="static")
+    torch.manual_seed(0)
+    before = sampler.sample(ids, mask).sequences
+    start = [p.clone() for p in policy.parameters()]
+    reference = policy.frozen_copy()
+    assert not any(isinstance(v, (Sampler, StaticCacheDecoder)) for m in reference.modules() for v in vars(m).values())
+    assert sampler.decoder.lm is policy.lm and reference.lm is not policy.lm
+    policy_storage = {p.untyped_storage().data_ptr() for p in policy.parameters()}
+    assert not any(p.untyped_storage().data_ptr() in policy_storage for p in reference.parameters())
+
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.mul_(0.5)  # an update in place, as the optimizer makes it
+    torch.manual_seed(0)
+    assert not torch.equal(sampler.sample(ids, mask).sequences, before), "the sampler must follow the policy"
+    assert all(torch.equal(a, b) for a, b in zip(reference.parameters(), start)), "the copy moved with the policy"
+    torch.manual_seed(0)
+    copy_sampler = Sampler(reference, tokenizer, max_new_tokens=6, decoding="static")
+    assert torch.equal(copy_sampler.sample(ids, mask).sequences, before), "the copy samples as the policy did"

@@ -1,21 +1,29 @@
-"""Fast sampling for GPT-2 models: a pre-allocated (static) KV cache, and on CUDA a captured decode step.
+"""Sampling replies: one :class:`Sampler` per run owns the settings, the path and its caches.
 
-Hugging Face's ``generate`` grows its KV cache by concatenation and launches a few hundred small
-kernels per new token from Python; on a GPU the launches, not the arithmetic, set the pace.
-:class:`StaticCacheDecoder` does the same sampling with
+A :class:`Sampler` is built once per run from the sampling settings (``temperature``, ``top_k``,
+``top_p``, ``max_new_tokens``, ``decoding``) and the policy. It resolves the path once (see
+:func:`resolve_decoding`) and its :meth:`Sampler.sample` returns a :class:`~rlhf_practice.modeling.Generation`.
+The two paths sample alike (temperature, then top-k, then top-p, then ``torch.multinomial``):
 
-- one K and one V buffer per layer, (B, heads, S, head_dim) with S = prompt width + max_new_tokens,
-  allocated once per shape and written in place (``index_copy_``), so every decode step has the
-  same shapes and the same tensor addresses;
-- on CUDA, that step recorded once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed for each
-  new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
-  in :attr:`StaticCacheDecoder.capture_seconds`.
+- "hf": Hugging Face's ``generate``. It grows its KV cache by concatenation and launches a few
+  hundred small kernels per new token from Python; on a GPU the launches, not the arithmetic, set
+  the pace.
+- "static": :class:`StaticCacheDecoder` does the same sampling with
 
-It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
-weights as training updates them in place. The sampler is the one ``generate`` uses (temperature,
-then top-k, then top-p, then ``torch.multinomial``) and it stops when every row has ended, so under
-the same seed both paths draw the same random numbers: the tests compare them token for token on
-the CPU, where this file runs eagerly.
+  - one K and one V buffer per layer, (B, heads, S, head_dim) with S = prompt width + max_new_tokens,
+    allocated once per shape and written in place (``index_copy_``), so every decode step has the
+    same shapes and the same tensor addresses;
+  - on CUDA, that step recorded once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed for each
+    new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
+    in :attr:`Sampler.capture_seconds`.
+
+  It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
+  weights as training updates them in place. It stops when every row has ended, as ``generate``
+  does, so under the same seed both paths draw the same random numbers: the tests compare them token
+  for token on the CPU, where this path runs eagerly.
+
+The sampler, its decoder and the decoder's CUDA graphs live here, never on the policy: a copy of the
+policy (``frozen_copy``) is a plain deep copy.
 """
 
 from __future__ import annotations
@@ -23,14 +31,103 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_from_mask, response_mask_from_ids
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 PROMPT_WIDTH_MULTIPLE = 8
 """Prompts are left-padded inside the decoder to a multiple of this, so that batches whose longest
 prompt differs by a token or two share one captured graph."""
+
+
+class Sampler:
+    """Samples one reply per prompt from ``policy`` with fixed settings, on the path ``decoding`` asks for.
+
+    ``decoding`` "hf" uses Hugging Face ``generate``; "static" a :class:`StaticCacheDecoder` (GPT-2
+    models; a CUDA graph on CUDA); "auto" static on CUDA and hf on a CPU. After construction
+    ``decoding`` is the path taken ("static" or "hf") and ``description`` says which and why (the
+    start-up line of a run). Both paths run at the policy's precision (``policy.bf16``).
+    """
+
+    def __init__(
+        self,
+        policy: PolicyValueModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        decoding: str = "auto",
+    ):
+        self.policy = policy
+        self.max_new_tokens, self.temperature, self.eos_token_id = max_new_tokens, temperature, tokenizer.eos_token_id
+        self.settings = dict(  # what both paths take: StaticCacheDecoder.generate and transformers' GenerationConfig
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        self.decoding, self.description = resolve_decoding(decoding, policy)
+        self.decoder = StaticCacheDecoder(policy.lm, policy.bf16) if self.decoding == "static" else None
+        if self.decoder is None:
+            from transformers import GenerationConfig
+
+            self.generation_config = GenerationConfig(do_sample=True, min_new_tokens=0, use_cache=True, **self.settings)
+
+    @property
+    def capture_seconds(self) -> float:
+        """Seconds spent recording CUDA graphs so far (0 unless the static path runs on CUDA)."""
+        return self.decoder.capture_seconds if self.decoder is not None else 0.0
+
+    @torch.no_grad()
+    def sample(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Generation:
+        """Sample one reply per row of ``input_ids`` (B, P), left-padded, with the KV cache.
+
+        Rows stop at their first EOS; the returned ``response_mask`` covers each reply up to and
+        including that EOS (a reply that is EOS at once has one token in the mask).
+        """
+        prompt_length = input_ids.shape[1]
+        if prompt_length + self.max_new_tokens > self.policy.max_length:
+            raise ValueError(
+                f"{self.max_new_tokens} new tokens after prompts of {prompt_length} tokens exceed the model's "
+                f"{self.policy.max_length} positions."
+            )
+        if self.decoder is not None:
+            sequences = self.decoder.generate(input_ids, attention_mask, **self.settings)
+        else:
+            with self.policy.autocast():
+                sequences = self.policy.lm.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=self.generation_config
+                )
+        response_mask = response_mask_from_ids(sequences[:, prompt_length:], self.eos_token_id)
+        full_mask = torch.cat([attention_mask.long(), response_mask.long()], dim=1)
+        return Generation(sequences, full_mask, response_mask, prompt_length, self.temperature)
+
+
+def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str]:
+    """``decoding`` ("auto", "static" or "hf") -> ("static" or "hf", a few words on which and why)."""
+    unsupported = static_cache_support(policy.lm)
+    if requested == "hf":
+        return "hf", "Hugging Face generate (--decoding hf)"
+    if unsupported:
+        if requested == "static":
+            raise ConfigError(f"decoding='static': {unsupported}; use --decoding hf (or auto).")
+        return "hf", f"Hugging Face generate ({unsupported})"
+    on_cuda = policy.device.type == "cuda"
+    if requested == "auto" and not on_cuda:
+        return "hf", "Hugging Face generate (on a CPU; --decoding static for the static KV cache)"
+    return "static", "static KV cache" + (" + CUDA graph" if on_cuda else "")
 
 
 def static_cache_support(lm: nn.Module) -> str | None:
@@ -43,11 +140,6 @@ def static_cache_support(lm: nn.Module) -> str | None:
     return None
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """LongTensor (B, L): positions that start at 0 on the first real token, as generate() uses them."""
-    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
-
-
 def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> list:
     """One zero buffer of ``shape`` per transformer block: the K (or V) cache of every layer."""
     return [torch.zeros(shape, dtype=dtype, device=device) for _ in blocks]
@@ -57,30 +149,34 @@ def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
     ``top_p`` of the probability (1.0 = all), then one ``torch.multinomial`` draw per row."""
-    scores = logits if temperature == 1.0 else logits / temperature
+    if temperature != 1.0:
+        logits = logits / temperature
     if top_k:
-        kth_largest = torch.topk(scores, min(top_k, scores.shape[-1]))[0][..., -1, None]
-        scores = scores.masked_fill(scores < kth_largest, -float("inf"))
+        kth_largest = torch.topk(logits, min(top_k, logits.shape[-1]))[0][..., -1, None]
+        logits = logits.masked_fill(logits < kth_largest, -float("inf"))
     if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=False)
-        drop_sorted = sorted_scores.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        sorted_logits, order = torch.sort(logits, descending=False)
+        drop_sorted = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
         drop_sorted[..., -1:] = False  # always keep the most likely token
-        scores = scores.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
-    return torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        logits = logits.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1).squeeze(1)
 
 
 class StaticCacheDecoder:
     """Samples replies from a GPT-2 ``lm`` with a static KV cache (and CUDA graphs on CUDA).
 
-    ``use_cuda_graph`` (default: on when the model is on CUDA) records the decode step once per
-    batch shape and replays it; set it False to run every step eagerly (what the CPU always does).
+    ``bf16`` (pass the policy's: True only on CUDA) runs the model under bfloat16 autocast with a
+    bfloat16 cache; otherwise everything is float32. ``use_cuda_graph`` (default: on when the model is
+    on CUDA) records the decode step once per batch shape and replays it; set it False to run every
+    step eagerly (what the CPU always does).
     """
 
-    def __init__(self, lm: nn.Module, use_cuda_graph: bool | None = None):
+    def __init__(self, lm: nn.Module, bf16: bool = False, use_cuda_graph: bool | None = None):
         reason = static_cache_support(lm)
         if reason is not None:
             raise ValueError(reason)
         self.lm = lm
+        self.bf16 = bf16
         self.blocks = lm.transformer.h
         config = lm.config
         self.num_heads = config.n_head
@@ -131,13 +227,11 @@ class StaticCacheDecoder:
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
-        mixed_precision: bool = True,
     ) -> torch.Tensor:
         """Prompt (B, P) left-padded, plus up to ``max_new_tokens`` sampled ids: LongTensor (B, P + n).
 
         As ``generate``: a row that has produced EOS continues with ``pad_token_id``, and sampling
-        stops when every row has ended (n <= max_new_tokens). With ``mixed_precision`` on CUDA the
-        model runs in bfloat16 autocast and the cache holds bfloat16; on a CPU everything is float32.
+        stops when every row has ended (n <= max_new_tokens). Precision as ``bf16`` says.
         """
         batch, prompt_width = input_ids.shape
         extra = -prompt_width % PROMPT_WIDTH_MULTIPLE  # left padding added inside, removed at the end
@@ -146,11 +240,10 @@ class StaticCacheDecoder:
         width = ids.shape[1]
         total = width + max_new_tokens  # S: cache columns
         device = ids.device
-        bf16 = mixed_precision and device.type == "cuda"
         # The autocast cache is off: cast weights made while recording would be freed after it.
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if bf16 else nullcontext()
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if self.bf16 else nullcontext()
         cache_shape = (batch, self.num_heads, total, self.head_dim)
-        cache_dtype = torch.bfloat16 if bf16 else self.lm.transformer.wte.weight.dtype
+        cache_dtype = torch.bfloat16 if self.bf16 else self.lm.transformer.wte.weight.dtype
 
         # Which cached key each query position may see: real earlier tokens, and itself (so that a
         # padding position has one key and its softmax stays finite; nothing real attends to it).
