@@ -905,6 +905,17 @@ def returned_in_the_other_order(
 # grpo_clip_loss: token_level.py, TASKS.md §9.2
 
 
+def _reduce(loss, mask, loss_type, max_tokens):
+    """The per-token loss reduced as loss_type says: for the variants whose mistake lies before it."""
+    return (
+        masked_mean(loss, mask, dim=1).mean()
+        if loss_type == "grpo"
+        else masked_mean(loss, mask)
+        if loss_type == "dapo"
+        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
+    )
+
+
 @right("grpo_clip_loss")
 def no_detach_explicit_branches(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
@@ -935,13 +946,7 @@ def ratio_against_the_reference(
     loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
         logprobs, ref_logprobs, mask, "k3"
     )
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "no ratio clipping")
@@ -949,13 +954,7 @@ def no_clipping(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_ran
     ratio = torch.exp(logprobs - old_logprobs)
     a = advantages.detach().unsqueeze(1)
     loss = -ratio * a + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "wrong sign (the loss is MINUS the clipped objective, plus beta * KL)")
@@ -967,13 +966,7 @@ def surrogate_without_the_minus(
     loss = torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
         logprobs, ref_logprobs, mask, "k3"
     )
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "KL sign: the loss ADDS beta * KL")
@@ -983,13 +976,7 @@ def kl_sign(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, 
     loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) - beta * per_token_kl(
         logprobs, ref_logprobs, mask, "k3"
     )
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "beta ignored (the KL term is beta * k3)")
@@ -997,13 +984,7 @@ def beta_ignored(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_ra
     ratio = torch.exp(logprobs - old_logprobs)
     a = advantages.detach().unsqueeze(1)
     loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "k1 (logprobs - ref_logprobs) instead of k3 in the KL term")
@@ -1013,13 +994,7 @@ def k1_instead_of_k3(logprobs, old_logprobs, ref_logprobs, advantages, mask, cli
     loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
         logprobs, ref_logprobs, mask, "k1"
     )
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong("grpo_clip_loss", "mean over padding: only real tokens count")
@@ -1048,13 +1023,7 @@ def advantages_on_the_token_axis(
     loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
         logprobs, ref_logprobs, mask, "k3"
     )
-    return (
-        masked_mean(loss, mask, dim=1).mean()
-        if loss_type == "grpo"
-        else masked_mean(loss, mask)
-        if loss_type == "dapo"
-        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
-    )
+    return _reduce(loss, mask, loss_type, max_tokens)
 
 
 @wrong(
