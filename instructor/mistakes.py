@@ -60,7 +60,8 @@ def _register(function: str, verdict: str, diagnosis: str = "") -> Callable[[Cal
         key = getattr(KEY.module(module_of(function)), function)
         if _parameters(fn) != _parameters(key):
             raise TypeError(
-                f"variant {fn.__name__}{inspect.signature(fn)}: {function} is {function}{inspect.signature(key)}"
+                f"variant {fn.__name__}{inspect.signature(fn)}: give it the parameters of the key's "
+                f"{function}{inspect.signature(key)} (names, order and defaults)"
             )
         if any(v.name == fn.__name__ for v in CATALOG):
             raise ValueError(f"two variants are named {fn.__name__}")
