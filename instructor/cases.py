@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from instructor.mistakes import compile_variant, wrong_variants
+from instructor.mistakes import wrong_variants
 from rlhf_practice.checks import run_case
 from rlhf_practice.course import load_impl, module_of
 
@@ -89,7 +89,7 @@ def _add_catalogued_mistakes(case: dict) -> None:
             named[diagnosis] = wrong
 
     for variant in wrong_variants(case["function"]):
-        result = run_case(compile_variant(variant), case)
+        result = run_case(variant.fn, case)
         got = result["output"]
         if result["error"] or not _plain_like(got, case["expected"]):
             continue

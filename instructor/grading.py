@@ -223,18 +223,11 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
     # A case whose right answer is all zeros counts only for a function that also gets a non-zero
     # answer right: returning zeros is not an implementation.
     passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
-    expected = lambda c: c["expected"] if type(c["expected"]) is list else [c["expected"]]  # noqa: E731
+    expected = lambda c: c["expected"] if type(c["expected"]) is list else [c["expected"]]
     nonzero = {c["function"] for c in passed if any(bool(e.abs().sum() > 0) for e in expected(c))}
     for case in passed:
         result.passed[case["function"]] += case["function"] in nonzero
     return result
-
-
-def hidden_cases(seed: int) -> list[dict]:
-    """Fresh random cases, expected values from the live answer key (instructor's copy only)."""
-    from instructor.cases import build_cases
-
-    return build_cases(seed=seed)
 
 
 def markdown_table(grades: list[Grade]) -> str:
@@ -282,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"not a folder: {', '.join(not_folders)} (each submission is a copy of rlhf_practice/rl/)")
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    hidden = hidden_cases(seed)
+    from instructor.cases import build_cases  # the live key: loaded only once the arguments are right
+
+    hidden = build_cases(seed=seed)  # fresh random inputs
     cases = load_cases() + hidden
     isolate = isolation_available()
     limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb)

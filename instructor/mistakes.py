@@ -1,1124 +1,1100 @@
 """The one catalog of student mistakes, and of right answers written differently.
 
-This is the only place a mistake is written. Each :class:`Variant` is the body of one graded function
-as a student might write it (the code after the docstring, with the function's own parameter names),
-and its verdict: a "wrong" variant must fail the graded cases with a message that contains
-``diagnosis``, a "right" one must pass them all. :mod:`instructor.mutations` runs every variant
-in-process, in place of the key's function (the rest of the key module stays, so a variant may call
-``masked_mean``).
+This is the only place a mistake is written. Each variant is a graded function as a student might
+write it: a plain function with the graded function's parameters (names, order and defaults, checked
+against the answer key's when it is registered), marked with its verdict. ``@wrong(function,
+diagnosis)``: the variant must fail the graded cases with a message that contains ``diagnosis``;
+``@right(function)``: it must pass them all. :mod:`instructor.mutations` runs every variant
+in-process, in place of the key's function. A variant may call the key's ``masked_mean`` and
+``per_token_kl`` (imported below from the key, never from the student's files). Its name in reports
+is its function's name, unique in this module.
 
 The graded cases record what each wrong variant returns on their inputs (:mod:`instructor.cases`),
 so a student's function that returns the same is told the variant's ``diagnosis``: the whole
 sentence the student reads after "This matches a common mistake:". A diagnosis the generic checks
 already give (NaN, shape, dtype, gradient, in-place) is a few words of their message instead.
 
-Order is precedence: when two wrong variants return the same on a case, only the first is recorded
-there, and a result that matches two recorded mistakes is named by the first. So each function's
-wrong variants go from the most specific to the most general; for a function returning a tuple,
-mistakes in a later part (e.g. only the returns of ``compute_gae``) come first.
+Order is precedence: the order of the functions below is the catalog's. When two wrong variants
+return the same on a case, only the first is recorded there, and a result that matches two recorded
+mistakes is named by the first. So each function's wrong variants go from the most specific to the
+most general; for a function returning a tuple, mistakes in a later part (e.g. only the returns of
+``compute_gae``) come first.
 
-To catalogue a new mistake: add a Variant below, then ``python -m instructor fixtures`` and
-``python -m instructor mutations``.
+To catalogue a new mistake: write its function below, in its graded function's section and at its
+place in the precedence, then ``python -m instructor fixtures`` and ``python -m instructor mutations``.
 """
 
 from __future__ import annotations
 
 import inspect
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+
+import torch
+
+from rlhf_practice.course import load_impl, module_of
+
+KEY = load_impl("answer")
+masked_mean = KEY.token_level.masked_mean
+per_token_kl = KEY.token_level.per_token_kl
 
 
 @dataclass(frozen=True)
 class Variant:
     function: str  # the graded function it replaces
     verdict: str  # "wrong" or "right"
-    name: str  # a few words, unique per function
-    body: str  # the code after the docstring, not indented
+    name: str  # its Python function's name
+    fn: Callable  # the variant itself, called in place of the key's function
     diagnosis: str = ""  # wrong only: words the failure message must contain
 
 
-CATALOG: tuple[Variant, ...] = (
-    Variant(
-        "compute_advantages",
-        "right",
-        "no_grad block",
-        """with torch.no_grad():
-    a = rewards - values
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-    ),
-    Variant(
-        "compute_advantages",
-        "right",
-        "std_mean",
-        """a = rewards - values.detach()
-if not normalize:
-    return a
-std, mean = torch.std_mean(a)
-return (a - mean) / (std + eps)""",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "normalize ignored",
-        """a = rewards - values.detach()
-return (a - a.mean()) / (a.std() + eps)""",
-        "normalize flag ignored (with normalize=False return rewards - values unchanged)",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "never normalizes",
-        """return rewards - values.detach()""",
-        "normalize flag ignored (with normalize=False return rewards - values unchanged)",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "wrong sign",
-        """a = values.detach() - rewards
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-        "wrong sign (A = rewards - values, not values - rewards)",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "population std",
-        """a = rewards - values.detach()
-if normalize:
-    a = (a - a.mean()) / (a.std(unbiased=False) + eps)
-return a""",
-        "population std (use torch's default unbiased std, as a.std())",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "no mean subtraction",
-        """a = rewards - values.detach()
-if normalize:
-    a = a / (a.std() + eps)
-return a""",
-        "divided by the std without subtracting the mean first",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "mean subtracted, no std",
-        """a = rewards - values.detach()
-if normalize:
-    a = a - a.mean()
-return a""",
-        "subtracted the mean but did not divide by the std",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "no value baseline",
-        """a = rewards
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-        "rewards alone (the value baseline V(s) was not subtracted)",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "missing detach",
-        """a = rewards - values
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-        "missing detach",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "no eps",
-        """a = rewards - values.detach()
-if normalize:
-    a = (a - a.mean()) / a.std()
-return a""",
-        "NaN",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "in-place",
-        """rewards -= values.detach()
-if normalize:
-    rewards -= rewards.mean()
-    rewards /= rewards.std() + eps
-return rewards""",
-        "in place",
-    ),
-    Variant(
-        "compute_advantages",
-        "wrong",
-        "float32 cast",
-        """a = (rewards - values.detach()).float()
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-        "dtype",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "right",
-        "max of negatives",
-        """ratio = (new_logprobs - old_logprobs.detach()).exp()
-a = advantages.detach()
-return torch.max(-ratio * a, -torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * a).mean()""",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "right",
-        "where form",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-clipped = torch.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
-obj = torch.where(ratio * a < clipped * a, ratio * a, clipped * a)
-return -obj.sum() / obj.numel()""",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "right",
-        "advantages not detached (they carry no gradient in the pipeline)",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "right",
-        "old not detached (it carries no gradient in the pipeline)",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "right",
-        "CleanRL form, nothing detached",
-        """ratio = (new_logprobs - old_logprobs).exp()
-pg_loss1 = -advantages * ratio
-pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
-return torch.max(pg_loss1, pg_loss2).mean()""",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "wrong sign",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "wrong sign (the loss is MINUS the mean of the clipped objective)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "max instead of min",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.max(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "max instead of min (PPO keeps the smaller, pessimistic objective)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "no clip",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-return -(ratio * advantages.detach()).mean()""",
-        "no clipping (the ratio must be clamped to [1 - clip_range, 1 + clip_range])",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "only the clipped term",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-return -(ratio.clamp(1 - clip_range, 1 + clip_range) * advantages.detach()).mean()""",
-        "only the clipped term (take the min of the clipped and unclipped terms)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "sum",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).sum()""",
-        "sum instead of mean over the batch",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "inverted ratio",
-        """ratio = torch.exp(old_logprobs.detach() - new_logprobs)
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "ratio inverted (ratio = exp(new_logprobs - old_logprobs), not old - new)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "ratio without exp",
-        """ratio = new_logprobs - old_logprobs.detach()
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "ratio without exp (ratio = exp(new - old); the log-probs are logs)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "clamp around 0",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(-clip_range, clip_range) * a).mean()""",
-        "clamp range is [-clip_range, clip_range] instead of [1 - clip_range, 1 + clip_range]",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "fixed 0.2",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(0.8, 1.2) * a).mean()""",
-        "clip_range ignored (a fixed 0.2 is used instead of the clip_range argument)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "min of ratios",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -(torch.min(ratio, ratio.clamp(1 - clip_range, 1 + clip_range)) * a).mean()""",
-        "min of the two ratios times A (take the min of the two products ratio * A and clamp(ratio, 1 - clip_range, 1 + clip_range) * A)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "exp ratio of probs",
-        """ratio = torch.exp(new_logprobs) / torch.exp(old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "exp(new) / exp(old)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "clipped ratio detached",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.detach().clamp(1 - clip_range, 1 + clip_range) * a).mean()""",
-        "the clipped ratio was detached (clamp the ratio itself: inside [1 - clip_range, 1 + clip_range] the clipped term passes gradient too)",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "new_logprobs detached",
-        """ratio = torch.exp(new_logprobs.detach() - old_logprobs)
-return -torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages).mean()""",
-        "do not detach new_logprobs",
-    ),
-    Variant(
-        "ppo_clip_loss",
-        "wrong",
-        "no mean",
-        """ratio = torch.exp(new_logprobs - old_logprobs.detach())
-a = advantages.detach()
-return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)""",
-        "wrong output shape",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "right",
-        "loop over groups",
-        """out = []
-for i in range(0, rewards.numel(), group_size):
-    g = rewards[i : i + group_size]
-    a = g - g.mean()
-    if normalize:
-        a = a / (g.std() + eps)
-    out.append(a)
-return torch.cat(out)""",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "right",
-        "repeat_interleave stats",
-        """g = rewards.reshape(-1, group_size)
-mean = g.mean(1).repeat_interleave(group_size)
-a = rewards - mean
-if normalize:
-    a = a / (g.std(1).repeat_interleave(group_size) + eps)
-return a""",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "wrong grouping order",
-        """g = rewards.view(group_size, -1)
-a = g - g.mean(dim=0, keepdim=True)
-if normalize:
-    a = a / (g.std(dim=0, keepdim=True) + eps)
-return a.reshape(-1)""",
-        "wrong grouping order: the K replies of one prompt are consecutive (reshape to (B, K) = (-1, group_size), not (group_size, -1))",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "normalize ignored",
-        """g = rewards.view(-1, group_size)
-a = (g - g.mean(dim=1, keepdim=True)) / (g.std(dim=1, keepdim=True) + eps)
-return a.reshape(-1)""",
-        "normalize flag ignored",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "never normalizes",
-        """g = rewards.view(-1, group_size)
-return (g - g.mean(dim=1, keepdim=True)).reshape(-1)""",
-        "normalize flag ignored",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "wrong sign",
-        """g = rewards.view(-1, group_size)
-a = g.mean(dim=1, keepdim=True) - g
-if normalize:
-    a = a / (g.std(dim=1, keepdim=True) + eps)
-return a.reshape(-1)""",
-        "wrong sign (A = r - baseline)",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "global mean baseline",
-        """a = rewards - rewards.mean()
-if normalize:
-    a = a / (rewards.std() + eps)
-return a""",
-        "baseline is the whole batch's mean instead of each group's mean",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "batch std",
-        """g = rewards.view(-1, group_size)
-a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
-if normalize:
-    a = a / (rewards.std() + eps)
-return a""",
-        "normalized by the batch std instead of each group's own std (GRPO divides by the group's std)",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "task-book flatten then batch normalize",
-        """g = rewards.view(-1, group_size)
-a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
-if normalize:
-    a = (a - a.mean()) / (a.std() + eps)
-return a""",
-        "normalized the centred advantages over the whole batch instead of per group",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "population std",
-        """g = rewards.view(-1, group_size)
-a = g - g.mean(dim=1, keepdim=True)
-if normalize:
-    a = a / (g.std(dim=1, keepdim=True, unbiased=False) + eps)
-return a.reshape(-1)""",
-        "population std (use torch's default unbiased std)",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "no eps",
-        """g = rewards.view(-1, group_size)
-a = g - g.mean(dim=1, keepdim=True)
-if normalize:
-    a = a / g.std(dim=1, keepdim=True)
-return a.reshape(-1)""",
-        "NaN",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "not flattened",
-        """g = rewards.view(-1, group_size)
-a = g - g.mean(dim=1, keepdim=True)
-if normalize:
-    a = a / (g.std(dim=1, keepdim=True) + eps)
-return a""",
-        "wrong output shape",
-    ),
-    Variant(
-        "compute_group_advantages",
-        "wrong",
-        "in-place",
-        """g = rewards.view(-1, group_size)
-g -= g.mean(dim=1, keepdim=True).clone()
-if normalize:
-    g /= g.std(dim=1, keepdim=True) + eps
-return rewards""",
-        "in place",
-    ),
-    Variant(
-        "grpo_loss",
-        "right",
-        "explicit sum / n",
-        """return -(logprobs * advantages.detach()).sum() / logprobs.numel()""",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "wrong sign",
-        """return (advantages.detach() * logprobs).mean()""",
-        "wrong sign (loss = -mean(A * logprobs))",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "sum",
-        """return -(advantages.detach() * logprobs).sum()""",
-        "sum instead of mean over the batch",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "probs",
-        """return -(advantages.detach() * logprobs.exp()).mean()""",
-        "used exp(logprobs) (probabilities) instead of log-probs",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "advantages left out",
-        """return -logprobs.mean()""",
-        "advantages left out (plain mean of log-probs)",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "missing detach",
-        """return -(advantages * logprobs).mean()""",
-        "missing detach",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "logprobs detached",
-        """return -(advantages.detach() * logprobs.detach()).mean()""",
-        "do not detach logprobs",
-    ),
-    Variant(
-        "grpo_loss",
-        "wrong",
-        "no mean",
-        """return -(advantages.detach() * logprobs)""",
-        "wrong output shape",
-    ),
-    Variant(
-        "masked_mean",
-        "right",
-        "where + count",
-        """count = mask.sum(dim=dim).clamp(min=1)
-return torch.where(mask > 0, values, torch.zeros_like(values)).sum(dim=dim) / count""",
-    ),
-    Variant(
-        "masked_mean",
-        "right",
-        "clamp_min on float",
-        """return (values * mask).sum(dim) / torch.clamp(mask.sum(dim), min=1.0)""",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "plain mean over padding",
-        """return (values * mask).mean() if dim is None else (values * mask).mean(dim=dim)""",
-        "plain mean: the padding was averaged in too (divide by sum(mask), not by the number of columns)",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "mask not applied to the sum",
-        """return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)""",
-        "the mask was not applied to the sum (padding values were added)",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "mean of row means",
-        """row = (values * mask).sum(1) / mask.sum(1).clamp(min=1)
-return row.mean() if dim is None else row""",
-        "mean of the per-row means (with dim=None, one mean over every real token of the batch)",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "dim ignored",
-        """return (values * mask).sum() / mask.sum().clamp(min=1)""",
-        "wrong output shape",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "no clamp (all-masked row is NaN)",
-        """return (values * mask).sum(dim=dim) / mask.sum(dim=dim)""",
-        "clamp the denominator",
-    ),
-    Variant(
-        "masked_mean",
-        "wrong",
-        "in-place",
-        """values.mul_(mask)
-return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)""",
-        "in-place",
-    ),
-    Variant(
-        "per_token_kl",
-        "right",
-        "log of ratio",
-        """r = torch.exp(ref_logprobs - logprobs)
-if estimator == "k1":
-    return -torch.log(r) * mask
-if estimator == "k3":
-    return (r - 1 - torch.log(r)) * mask
-raise ValueError(estimator)""",
-    ),
-    Variant(
-        "per_token_kl",
-        "right",
-        "where",
-        """d = logprobs - ref_logprobs
-kl = d if estimator == "k1" else torch.expm1(-d) + d
-return torch.where(mask > 0, kl, torch.zeros_like(kl))""",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "estimator ignored (always k3)",
-        """d = logprobs - ref_logprobs
-return (torch.exp(-d) - 1 + d) * mask""",
-        "computed k3 although estimator='k1' was asked for",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "estimator ignored (always k1)",
-        """return (logprobs - ref_logprobs) * mask""",
-        "computed k1 although estimator='k3' was asked for",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "mask ignored",
-        """d = logprobs - ref_logprobs
-return d if estimator == "k1" else torch.exp(-d) - 1 + d""",
-        "masked positions must be 0 (multiply by the mask)",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "k2 whatever the estimator",
-        """d = logprobs - ref_logprobs
-return d**2 / 2 * mask""",
-        "k2 = (log ratio)^2 / 2 instead of the estimator asked for",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "k1 sign",
-        """d = ref_logprobs - logprobs
-kl = d if estimator == "k1" else torch.exp(d) - 1 - d
-return kl * mask""",
-        "KL sign: k1 = logprobs - ref_logprobs = log(pi / pi_ref), not ref - logprobs",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "k3 with r = pi / pi_ref",
-        """d = logprobs - ref_logprobs
-kl = d if estimator == "k1" else torch.exp(d) - 1 - d
-return kl * mask""",
-        "k3 with r = pi / pi_ref; it is r = pi_ref / pi = exp(ref_logprobs - logprobs)",
-    ),
-    Variant(
-        "per_token_kl",
-        "wrong",
-        "k3 negative",
-        """d = logprobs - ref_logprobs
-kl = d if estimator == "k1" else 1 - torch.exp(-d) - d
-return kl * mask""",
-        "k3 sign: (r - 1) - log r is >= 0 at every token; this is its negative",
-    ),
-    Variant(
-        "compute_gae",
-        "right",
-        "lists and stack",
-        """values = values.detach()
-n, t_max = rewards.shape
-adv = [None] * t_max
-last = torch.zeros_like(rewards[:, 0])
-for t in range(t_max - 1, -1, -1):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    delta = rewards[:, t] + gamma * nv - values[:, t]
-    last = (delta + gamma * lam * last) * mask[:, t]
-    adv[t] = last
-advantages = torch.stack(adv, dim=1)
-return advantages, (advantages + values) * mask""",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "returns = advantages",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
-    adv[:, t] = last
-return adv, adv""",
-        "returns = A (the value target is R_t = A_t + V_t)",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "Monte Carlo returns",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-returns = torch.zeros_like(rewards)
-running = torch.zeros_like(last)
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
-    running = (rewards[:, t] + gamma * running) * mask[:, t]
-    adv[:, t] = last
-    returns[:, t] = running
-return adv, returns""",
-        "returns = discounted sum of rewards (the value target is R_t = A_t + V_t)",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "padding keeps its return",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
-    adv[:, t] = last
-return adv, adv + values""",
-        "returns on the padding: R_t = (A_t + V_t) * mask is 0 after a reply's last real token",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "left to right, previous token as the next",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in range(t_max):
-    prev_v = values[:, t - 1] * mask[:, t - 1] if t > 0 else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * prev_v - values[:, t] + gamma * lam * last) * mask[:, t]
-    adv[:, t] = last
-return adv, (adv + values) * mask""",
-        "GAE run left to right: A_t needs A_{t+1}, so start at the last token and go backwards",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "no mask at all",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last
-    adv[:, t] = last
-return adv, adv + values""",
-        "GAE ran into the padding: after a reply's last real token, V_{t+1} and A_{t+1} are 0 (use the mask)",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "lambda missing",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * last) * mask[:, t]
-    adv[:, t] = last
-return adv, (adv + values) * mask""",
-        "lam left out: A_t = delta_t + gamma * lam * A_{t+1}",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "gamma and lam swapped",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + lam * nv - values[:, t] + lam * gamma * last) * mask[:, t]
-    adv[:, t] = last
-return adv, (adv + values) * mask""",
-        "gamma and lam swapped or gamma left out of the A recursion",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "no bootstrap",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    last = (rewards[:, t] - values[:, t] + gamma * lam * last) * mask[:, t]
-    adv[:, t] = last
-return adv, (adv + values) * mask""",
-        "no bootstrap: delta_t = r_t + gamma * V_{t+1} - V_t needs the next value",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "left to right",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in range(t_max):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    delta = rewards[:, t] + gamma * nv - values[:, t]
-    last = (delta + gamma * lam * last) * mask[:, t]
-    adv[:, t] = last
-return adv, (adv + values) * mask""",
-        "GAE run left to right (t = 0, 1, ...): A_t needs A_{t+1}, so go from the last token backwards",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "runs into padding",
-        """values = values.detach()
-t_max = rewards.shape[1]
-adv = torch.zeros_like(rewards)
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    delta = rewards[:, t] + gamma * nv - values[:, t]
-    last = delta + gamma * lam * last
-    adv[:, t] = last
-return adv * mask, (adv + values) * mask""",
-        "GAE ran into the padding: V_{t+1} and A_{t+1} after a reply's last real token must be 0 (multiply by the mask)",
-    ),
-    Variant(
-        "compute_gae",
-        "wrong",
-        "missing detach",
-        """t_max = rewards.shape[1]
-adv = []
-last = torch.zeros_like(rewards[:, 0])
-for t in reversed(range(t_max)):
-    nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
-    last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
-    adv.insert(0, last)
-adv = torch.stack(adv, 1)
-return adv, (adv + values) * mask""",
-        "missing detach",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "right",
-        "no detach, own mean",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-n = mask.sum().clamp(min=1)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.maximum((new_values - returns) ** 2, (vc - returns) ** 2)
-return (pg * mask).sum() / n, (vf * mask).sum() / n""",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "no ratio clipping",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -ratio * advantages
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask), masked_mean(vf, mask)""",
-        "no ratio clipping (clamp the ratio to [1 - clip_range, 1 + clip_range])",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "policy loss without the minus",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask), masked_mean(vf, mask)""",
-        "wrong sign (the policy loss is MINUS the clipped objective)",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "max instead of min",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.max(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask), masked_mean(vf, mask)""",
-        "max instead of min in the clipped surrogate",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "value min",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.min((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask), masked_mean(vf, mask)""",
-        "value loss keeps the smaller error (min); PPO keeps the larger one: max(unclipped, clipped)",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "no value clip",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-return masked_mean(pg, mask), masked_mean((new_values - returns) ** 2, mask)""",
-        "value loss without clipping (clip new_values to old_values +- clip_range_value)",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "half value loss",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = 0.5 * torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask), masked_mean(vf, mask)""",
-        "value loss with a factor 1/2 (the book's value loss has none)",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "mean over padding",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return (pg * mask).mean(), (vf * mask).mean()""",
-        "mean over padding: average over real tokens only (masked_mean)",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "per-reply mean",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(pg, mask, 1).mean(), masked_mean(vf, mask, 1).mean()""",
-        "mean of per-reply means; token_ppo_loss averages over every real token of the batch",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "sum",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return (pg * mask).sum(), (vf * mask).sum()""",
-        "sum instead of mean over tokens",
-    ),
-    Variant(
-        "token_ppo_loss",
-        "wrong",
-        "returned in the other order",
-        """ratio = torch.exp(new_logprobs - old_logprobs)
-pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
-vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
-vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
-return masked_mean(vf, mask), masked_mean(pg, mask)""",
-        "the two losses in the wrong order: return (policy_loss, value_loss)",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "right",
-        "no detach, explicit branches",
-        """ratio = (logprobs - old_logprobs).exp()
-a = advantages[:, None]
-d = ref_logprobs - logprobs
-l = -torch.minimum(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * (d.exp() - d - 1)
-l = l * mask
-if loss_type == "grpo":
-    return (l.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
-if loss_type == "dapo":
-    return l.sum() / mask.sum().clamp(min=1)
-if loss_type == "dr_grpo":
-    return l.sum() / (l.shape[0] * max_tokens)
-raise ValueError(loss_type)""",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "ratio against the reference",
-        """ratio = torch.exp(logprobs - ref_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "ratio taken against the reference policy; the ratio is exp(logprobs - old_logprobs), the reference only enters the KL term",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "no clipping",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -ratio * a + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "no ratio clipping",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "surrogate without the minus",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "wrong sign (the loss is MINUS the clipped objective, plus beta * KL)",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "KL sign",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) - beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "KL sign: the loss ADDS beta * KL",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "beta ignored",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "beta ignored (the KL term is beta * k3)",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "k1 instead of k3",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k1")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "k1 (logprobs - ref_logprobs) instead of k3 in the KL term",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "mean over padding, KL not masked",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-d = ref_logprobs - logprobs
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * (d.exp() - d - 1)
-return l.mean(dim=1).mean() if loss_type == "grpo" else l.mean() if loss_type == "dapo" else l.sum() / (mask.shape[0] * max_tokens)""",
-        "mean over padding: only real tokens count",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "advantages on the token axis",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach()
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "advantages broadcast along the token axis: A_i belongs to row i (use advantages[:, None])",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "dapo's normalization for grpo",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask) if loss_type in ("grpo", "dapo") else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "dapo's normalization (one mean over all tokens) used for loss_type='grpo' (mean per reply, then over replies)",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "grpo's normalization for dapo",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type in ("grpo", "dapo") else (l * mask).sum() / (mask.shape[0] * max_tokens)""",
-        "grpo's normalization (mean per reply, then over replies) used for loss_type='dapo' (one mean over all tokens)",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "dr_grpo by columns",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return masked_mean(l, mask, dim=1).mean() if loss_type == "grpo" else masked_mean(l, mask) if loss_type == "dapo" else (l * mask).sum() / mask.numel()""",
-        "dr_grpo divided by the T columns of the batch; divide by N * max_tokens",
-    ),
-    Variant(
-        "grpo_clip_loss",
-        "wrong",
-        "mean over padding",
-        """ratio = torch.exp(logprobs - old_logprobs)
-a = advantages.detach().unsqueeze(1)
-l = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
-return l.mean(dim=1).mean() if loss_type == "grpo" else l.mean() if loss_type == "dapo" else l.sum() / (mask.shape[0] * max_tokens)""",
-        "mean over padding: divide by the number of real tokens (masked_mean), not by the number of columns",
-    ),
-)
+CATALOG: list[Variant] = []  # in the order of the functions below: the precedence
 
 
-@cache
-def compile_variant(variant: Variant) -> Callable:
-    """The variant as a function: the key's signature and module globals, the variant's body."""
-    from rlhf_practice.course import load_impl, module_of
+def _parameters(fn: Callable) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
-    module_name = module_of(variant.function)
-    module = load_impl("answer").module(module_name)
-    key = getattr(module, variant.function)
-    source = f"def {variant.function}{inspect.signature(key)}:\n" + textwrap.indent(variant.body, "    ") + "\n"
-    namespace = dict(vars(module))
-    exec(compile(source, f"<variant {variant.function}: {variant.name}>", "exec"), namespace)  # noqa: S102
-    return namespace[variant.function]
+
+def _register(function: str, verdict: str, diagnosis: str = "") -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
+        key = getattr(KEY.module(module_of(function)), function)
+        if _parameters(fn) != _parameters(key):
+            raise TypeError(
+                f"variant {fn.__name__}{inspect.signature(fn)}: give it the parameters of the key's "
+                f"{function}{inspect.signature(key)} (names, order and defaults)"
+            )
+        if any(v.name == fn.__name__ for v in CATALOG):
+            raise ValueError(f"two variants are named {fn.__name__}")
+        CATALOG.append(Variant(function, verdict, fn.__name__, fn, diagnosis))
+        return fn
+
+    return register
+
+
+def wrong(function: str, diagnosis: str) -> Callable[[Callable], Callable]:
+    """Catalogue a mistake in ``function``: the graded cases must fail it, naming ``diagnosis``."""
+    return _register(function, "wrong", diagnosis)
+
+
+def right(function: str) -> Callable[[Callable], Callable]:
+    """Catalogue a right answer to ``function`` written differently: it must pass every graded case."""
+    return _register(function, "right")
 
 
 def wrong_variants(function: str) -> list[Variant]:
     return [v for v in CATALOG if v.function == function and v.verdict == "wrong"]
+
+
+# compute_advantages: ppo.py, TASKS.md §1.2
+
+
+@right("compute_advantages")
+def no_grad_block(rewards, values, normalize=True, eps=1e-8):
+    with torch.no_grad():
+        a = rewards - values
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+@right("compute_advantages")
+def std_mean(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if not normalize:
+        return a
+    std, mean = torch.std_mean(a)
+    return (a - mean) / (std + eps)
+
+
+@wrong("compute_advantages", "normalize flag ignored (with normalize=False return rewards - values unchanged)")
+def always_normalizes(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    return (a - a.mean()) / (a.std() + eps)
+
+
+@wrong("compute_advantages", "normalize flag ignored (with normalize=False return rewards - values unchanged)")
+def never_normalizes(rewards, values, normalize=True, eps=1e-8):
+    return rewards - values.detach()
+
+
+@wrong("compute_advantages", "wrong sign (A = rewards - values, not values - rewards)")
+def values_minus_rewards(rewards, values, normalize=True, eps=1e-8):
+    a = values.detach() - rewards
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+@wrong("compute_advantages", "population std (use torch's default unbiased std, as a.std())")
+def population_std(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        a = (a - a.mean()) / (a.std(unbiased=False) + eps)
+    return a
+
+
+@wrong("compute_advantages", "divided by the std without subtracting the mean first")
+def no_mean_subtraction(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        a = a / (a.std() + eps)
+    return a
+
+
+@wrong("compute_advantages", "subtracted the mean but did not divide by the std")
+def mean_subtracted_no_std(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        a = a - a.mean()
+    return a
+
+
+@wrong("compute_advantages", "rewards alone (the value baseline V(s) was not subtracted)")
+def no_value_baseline(rewards, values, normalize=True, eps=1e-8):
+    a = rewards
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+@wrong("compute_advantages", "missing detach")
+def values_not_detached(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+@wrong("compute_advantages", "NaN")
+def no_eps(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        a = (a - a.mean()) / a.std()
+    return a
+
+
+@wrong("compute_advantages", "in place")
+def rewards_in_place(rewards, values, normalize=True, eps=1e-8):
+    rewards -= values.detach()
+    if normalize:
+        rewards -= rewards.mean()
+        rewards /= rewards.std() + eps
+    return rewards
+
+
+@wrong("compute_advantages", "dtype")
+def float32_cast(rewards, values, normalize=True, eps=1e-8):
+    a = (rewards - values.detach()).float()
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+# ppo_clip_loss: ppo.py, TASKS.md §2.2
+
+
+@right("ppo_clip_loss")
+def max_of_negatives(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = (new_logprobs - old_logprobs.detach()).exp()
+    a = advantages.detach()
+    return torch.max(-ratio * a, -torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@right("ppo_clip_loss")
+def where_form(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    clipped = torch.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
+    obj = torch.where(ratio * a < clipped * a, ratio * a, clipped * a)
+    return -obj.sum() / obj.numel()
+
+
+@right("ppo_clip_loss")
+def advantages_not_detached(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@right("ppo_clip_loss")
+def old_not_detached(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@right("ppo_clip_loss")
+def cleanrl_form_nothing_detached(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = (new_logprobs - old_logprobs).exp()
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+    return torch.max(pg_loss1, pg_loss2).mean()
+
+
+@wrong("ppo_clip_loss", "wrong sign (the loss is MINUS the mean of the clipped objective)")
+def objective_not_negated(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "max instead of min (PPO keeps the smaller, pessimistic objective)")
+def max_instead_of_min(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.max(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "no clipping (the ratio must be clamped to [1 - clip_range, 1 + clip_range])")
+def no_clip(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    return -(ratio * advantages.detach()).mean()
+
+
+@wrong("ppo_clip_loss", "only the clipped term (take the min of the clipped and unclipped terms)")
+def only_the_clipped_term(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    return -(ratio.clamp(1 - clip_range, 1 + clip_range) * advantages.detach()).mean()
+
+
+@wrong("ppo_clip_loss", "sum instead of mean over the batch")
+def sum_over_batch(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).sum()
+
+
+@wrong("ppo_clip_loss", "ratio inverted (ratio = exp(new_logprobs - old_logprobs), not old - new)")
+def inverted_ratio(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(old_logprobs.detach() - new_logprobs)
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "ratio without exp (ratio = exp(new - old); the log-probs are logs)")
+def ratio_without_exp(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = new_logprobs - old_logprobs.detach()
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "clamp range is [-clip_range, clip_range] instead of [1 - clip_range, 1 + clip_range]")
+def clamp_around_0(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(-clip_range, clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "clip_range ignored (a fixed 0.2 is used instead of the clip_range argument)")
+def clip_range_fixed_at_0_2(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(0.8, 1.2) * a).mean()
+
+
+@wrong(
+    "ppo_clip_loss",
+    "min of the two ratios times A (take the min of the two products ratio * A and clamp(ratio, 1 - clip_range, 1 + clip_range) * A)",
+)
+def min_of_ratios(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -(torch.min(ratio, ratio.clamp(1 - clip_range, 1 + clip_range)) * a).mean()
+
+
+@wrong("ppo_clip_loss", "exp(new) / exp(old)")
+def exp_ratio_of_probs(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs) / torch.exp(old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong(
+    "ppo_clip_loss",
+    "the clipped ratio was detached (clamp the ratio itself: inside [1 - clip_range, 1 + clip_range] the clipped term passes gradient too)",
+)
+def clipped_ratio_detached(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.detach().clamp(1 - clip_range, 1 + clip_range) * a).mean()
+
+
+@wrong("ppo_clip_loss", "do not detach new_logprobs")
+def new_logprobs_detached(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs.detach() - old_logprobs)
+    return -torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages).mean()
+
+
+@wrong("ppo_clip_loss", "wrong output shape")
+def no_mean(new_logprobs, old_logprobs, advantages, clip_range):
+    ratio = torch.exp(new_logprobs - old_logprobs.detach())
+    a = advantages.detach()
+    return -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
+
+
+# compute_group_advantages: grpo.py, TASKS.md §3.2
+
+
+@right("compute_group_advantages")
+def loop_over_groups(rewards, group_size, normalize=True, eps=1e-8):
+    out = []
+    for i in range(0, rewards.numel(), group_size):
+        g = rewards[i : i + group_size]
+        a = g - g.mean()
+        if normalize:
+            a = a / (g.std() + eps)
+        out.append(a)
+    return torch.cat(out)
+
+
+@right("compute_group_advantages")
+def repeat_interleave_stats(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.reshape(-1, group_size)
+    mean = g.mean(1).repeat_interleave(group_size)
+    a = rewards - mean
+    if normalize:
+        a = a / (g.std(1).repeat_interleave(group_size) + eps)
+    return a
+
+
+@wrong(
+    "compute_group_advantages",
+    "wrong grouping order: the K replies of one prompt are consecutive (reshape to (B, K) = (-1, group_size), not (group_size, -1))",
+)
+def wrong_grouping_order(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(group_size, -1)
+    a = g - g.mean(dim=0, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=0, keepdim=True) + eps)
+    return a.reshape(-1)
+
+
+@wrong("compute_group_advantages", "normalize flag ignored")
+def group_always_normalizes(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = (g - g.mean(dim=1, keepdim=True)) / (g.std(dim=1, keepdim=True) + eps)
+    return a.reshape(-1)
+
+
+@wrong("compute_group_advantages", "normalize flag ignored")
+def group_never_normalizes(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    return (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+
+
+@wrong("compute_group_advantages", "wrong sign (A = r - baseline)")
+def mean_minus_rewards(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g.mean(dim=1, keepdim=True) - g
+    if normalize:
+        a = a / (g.std(dim=1, keepdim=True) + eps)
+    return a.reshape(-1)
+
+
+@wrong("compute_group_advantages", "baseline is the whole batch's mean instead of each group's mean")
+def global_mean_baseline(rewards, group_size, normalize=True, eps=1e-8):
+    a = rewards - rewards.mean()
+    if normalize:
+        a = a / (rewards.std() + eps)
+    return a
+
+
+@wrong(
+    "compute_group_advantages",
+    "normalized by the batch std instead of each group's own std (GRPO divides by the group's std)",
+)
+def batch_std(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+    if normalize:
+        a = a / (rewards.std() + eps)
+    return a
+
+
+@wrong("compute_group_advantages", "normalized the centred advantages over the whole batch instead of per group")
+def task_book_flatten_then_batch_normalize(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
+
+
+@wrong("compute_group_advantages", "population std (use torch's default unbiased std)")
+def group_population_std(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=1, keepdim=True, unbiased=False) + eps)
+    return a.reshape(-1)
+
+
+@wrong("compute_group_advantages", "NaN")
+def group_no_eps(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / g.std(dim=1, keepdim=True)
+    return a.reshape(-1)
+
+
+@wrong("compute_group_advantages", "wrong output shape")
+def not_flattened(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=1, keepdim=True) + eps)
+    return a
+
+
+@wrong("compute_group_advantages", "in place")
+def group_rewards_in_place(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    g -= g.mean(dim=1, keepdim=True).clone()
+    if normalize:
+        g /= g.std(dim=1, keepdim=True) + eps
+    return rewards
+
+
+# grpo_loss: grpo.py, TASKS.md §3.3
+
+
+@right("grpo_loss")
+def explicit_sum_over_n(logprobs, advantages):
+    return -(logprobs * advantages.detach()).sum() / logprobs.numel()
+
+
+@wrong("grpo_loss", "wrong sign (loss = -mean(A * logprobs))")
+def grpo_objective_not_negated(logprobs, advantages):
+    return (advantages.detach() * logprobs).mean()
+
+
+@wrong("grpo_loss", "sum instead of mean over the batch")
+def grpo_sum_over_batch(logprobs, advantages):
+    return -(advantages.detach() * logprobs).sum()
+
+
+@wrong("grpo_loss", "used exp(logprobs) (probabilities) instead of log-probs")
+def probs(logprobs, advantages):
+    return -(advantages.detach() * logprobs.exp()).mean()
+
+
+@wrong("grpo_loss", "advantages left out (plain mean of log-probs)")
+def advantages_left_out(logprobs, advantages):
+    return -logprobs.mean()
+
+
+@wrong("grpo_loss", "missing detach")
+def grpo_advantages_not_detached(logprobs, advantages):
+    return -(advantages * logprobs).mean()
+
+
+@wrong("grpo_loss", "do not detach logprobs")
+def logprobs_detached(logprobs, advantages):
+    return -(advantages.detach() * logprobs.detach()).mean()
+
+
+@wrong("grpo_loss", "wrong output shape")
+def grpo_no_mean(logprobs, advantages):
+    return -(advantages.detach() * logprobs)
+
+
+# masked_mean: token_level.py, TASKS.md §7.2
+
+
+@right("masked_mean")
+def where_and_count(values, mask, dim=None):
+    count = mask.sum(dim=dim).clamp(min=1)
+    return torch.where(mask > 0, values, torch.zeros_like(values)).sum(dim=dim) / count
+
+
+@right("masked_mean")
+def clamp_min_on_float(values, mask, dim=None):
+    return (values * mask).sum(dim) / torch.clamp(mask.sum(dim), min=1.0)
+
+
+@wrong("masked_mean", "plain mean: the padding was averaged in too (divide by sum(mask), not by the number of columns)")
+def plain_mean_over_padding(values, mask, dim=None):
+    return (values * mask).mean() if dim is None else (values * mask).mean(dim=dim)
+
+
+@wrong("masked_mean", "the mask was not applied to the sum (padding values were added)")
+def mask_not_applied_to_the_sum(values, mask, dim=None):
+    return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
+
+
+@wrong("masked_mean", "mean of the per-row means (with dim=None, one mean over every real token of the batch)")
+def mean_of_row_means(values, mask, dim=None):
+    row = (values * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return row.mean() if dim is None else row
+
+
+@wrong("masked_mean", "wrong output shape")
+def dim_ignored(values, mask, dim=None):
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+@wrong("masked_mean", "clamp the denominator")
+def no_clamp(values, mask, dim=None):
+    return (values * mask).sum(dim=dim) / mask.sum(dim=dim)
+
+
+@wrong("masked_mean", "in-place")
+def values_in_place(values, mask, dim=None):
+    values.mul_(mask)
+    return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
+
+
+# per_token_kl: token_level.py, TASKS.md §7.3
+
+
+@right("per_token_kl")
+def log_of_ratio(logprobs, ref_logprobs, mask, estimator="k3"):
+    r = torch.exp(ref_logprobs - logprobs)
+    if estimator == "k1":
+        return -torch.log(r) * mask
+    if estimator == "k3":
+        return (r - 1 - torch.log(r)) * mask
+    raise ValueError(estimator)
+
+
+@right("per_token_kl")
+def expm1_and_where(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    kl = d if estimator == "k1" else torch.expm1(-d) + d
+    return torch.where(mask > 0, kl, torch.zeros_like(kl))
+
+
+@wrong("per_token_kl", "computed k3 although estimator='k1' was asked for")
+def always_k3(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    return (torch.exp(-d) - 1 + d) * mask
+
+
+@wrong("per_token_kl", "computed k1 although estimator='k3' was asked for")
+def always_k1(logprobs, ref_logprobs, mask, estimator="k3"):
+    return (logprobs - ref_logprobs) * mask
+
+
+@wrong("per_token_kl", "masked positions must be 0 (multiply by the mask)")
+def mask_ignored(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    return d if estimator == "k1" else torch.exp(-d) - 1 + d
+
+
+@wrong("per_token_kl", "k2 = (log ratio)^2 / 2 instead of the estimator asked for")
+def k2_whatever_the_estimator(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    return d**2 / 2 * mask
+
+
+@wrong("per_token_kl", "KL sign: k1 = logprobs - ref_logprobs = log(pi / pi_ref), not ref - logprobs")
+def k1_sign(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = ref_logprobs - logprobs
+    kl = d if estimator == "k1" else torch.exp(d) - 1 - d
+    return kl * mask
+
+
+@wrong("per_token_kl", "k3 with r = pi / pi_ref; it is r = pi_ref / pi = exp(ref_logprobs - logprobs)")
+def k3_with_r_pi_over_pi_ref(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    kl = d if estimator == "k1" else torch.exp(d) - 1 - d
+    return kl * mask
+
+
+@wrong("per_token_kl", "k3 sign: (r - 1) - log r is >= 0 at every token; this is its negative")
+def k3_negative(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    kl = d if estimator == "k1" else 1 - torch.exp(-d) - d
+    return kl * mask
+
+
+# compute_gae: token_level.py, TASKS.md §8.2
+
+
+@right("compute_gae")
+def lists_and_stack(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    n, t_max = rewards.shape
+    adv = [None] * t_max
+    last = torch.zeros_like(rewards[:, 0])
+    for t in range(t_max - 1, -1, -1):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        delta = rewards[:, t] + gamma * nv - values[:, t]
+        last = (delta + gamma * lam * last) * mask[:, t]
+        adv[t] = last
+    advantages = torch.stack(adv, dim=1)
+    return advantages, (advantages + values) * mask
+
+
+@wrong("compute_gae", "returns = A (the value target is R_t = A_t + V_t)")
+def returns_equal_advantages(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, adv
+
+
+@wrong("compute_gae", "returns = discounted sum of rewards (the value target is R_t = A_t + V_t)")
+def monte_carlo_returns(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(last)
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+        running = (rewards[:, t] + gamma * running) * mask[:, t]
+        adv[:, t] = last
+        returns[:, t] = running
+    return adv, returns
+
+
+@wrong("compute_gae", "returns on the padding: R_t = (A_t + V_t) * mask is 0 after a reply's last real token")
+def padding_keeps_its_return(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, adv + values
+
+
+@wrong("compute_gae", "GAE run left to right: A_t needs A_{t+1}, so start at the last token and go backwards")
+def left_to_right_previous_token_as_the_next(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in range(t_max):
+        prev_v = values[:, t - 1] * mask[:, t - 1] if t > 0 else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * prev_v - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong(
+    "compute_gae", "GAE ran into the padding: after a reply's last real token, V_{t+1} and A_{t+1} are 0 (use the mask)"
+)
+def no_mask_at_all(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last
+        adv[:, t] = last
+    return adv, adv + values
+
+
+@wrong("compute_gae", "lam left out: A_t = delta_t + gamma * lam * A_{t+1}")
+def lambda_missing(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong("compute_gae", "gamma and lam swapped or gamma left out of the A recursion")
+def gamma_and_lam_swapped(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + lam * nv - values[:, t] + lam * gamma * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong("compute_gae", "no bootstrap: delta_t = r_t + gamma * V_{t+1} - V_t needs the next value")
+def no_bootstrap(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        last = (rewards[:, t] - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong("compute_gae", "GAE run left to right (t = 0, 1, ...): A_t needs A_{t+1}, so go from the last token backwards")
+def left_to_right(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in range(t_max):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        delta = rewards[:, t] + gamma * nv - values[:, t]
+        last = (delta + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "GAE ran into the padding: V_{t+1} and A_{t+1} after a reply's last real token must be 0 (multiply by the mask)",
+)
+def runs_into_padding(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        delta = rewards[:, t] + gamma * nv - values[:, t]
+        last = delta + gamma * lam * last
+        adv[:, t] = last
+    return adv * mask, (adv + values) * mask
+
+
+@wrong("compute_gae", "missing detach")
+def gae_values_not_detached(rewards, values, mask, gamma, lam):
+    t_max = rewards.shape[1]
+    adv = []
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        nv = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * nv - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv.insert(0, last)
+    adv = torch.stack(adv, 1)
+    return adv, (adv + values) * mask
+
+
+# token_ppo_loss: token_level.py, TASKS.md §8.3
+
+
+@right("token_ppo_loss")
+def no_detach_own_mean(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    n = mask.sum().clamp(min=1)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.maximum((new_values - returns) ** 2, (vc - returns) ** 2)
+    return (pg * mask).sum() / n, (vf * mask).sum() / n
+
+
+@wrong("token_ppo_loss", "no ratio clipping (clamp the ratio to [1 - clip_range, 1 + clip_range])")
+def no_ratio_clipping(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -ratio * advantages
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
+
+
+@wrong("token_ppo_loss", "wrong sign (the policy loss is MINUS the clipped objective)")
+def policy_loss_without_the_minus(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
+
+
+@wrong("token_ppo_loss", "max instead of min in the clipped surrogate")
+def token_max_instead_of_min(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.max(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
+
+
+@wrong("token_ppo_loss", "value loss keeps the smaller error (min); PPO keeps the larger one: max(unclipped, clipped)")
+def value_min(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.min((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
+
+
+@wrong("token_ppo_loss", "value loss without clipping (clip new_values to old_values +- clip_range_value)")
+def no_value_clip(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    return masked_mean(pg, mask), masked_mean((new_values - returns) ** 2, mask)
+
+
+@wrong("token_ppo_loss", "value loss with a factor 1/2 (the book's value loss has none)")
+def half_value_loss(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = 0.5 * torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
+
+
+@wrong("token_ppo_loss", "mean over padding: average over real tokens only (masked_mean)")
+def token_mean_over_padding(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return (pg * mask).mean(), (vf * mask).mean()
+
+
+@wrong("token_ppo_loss", "mean of per-reply means; token_ppo_loss averages over every real token of the batch")
+def per_reply_mean(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask, 1).mean(), masked_mean(vf, mask, 1).mean()
+
+
+@wrong("token_ppo_loss", "sum instead of mean over tokens")
+def token_sum(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return (pg * mask).sum(), (vf * mask).sum()
+
+
+@wrong("token_ppo_loss", "the two losses in the wrong order: return (policy_loss, value_loss)")
+def returned_in_the_other_order(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs - old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(vf, mask), masked_mean(pg, mask)
+
+
+# grpo_clip_loss: token_level.py, TASKS.md §9.2
+
+
+def _reduce(loss, mask, loss_type, max_tokens):
+    """The per-token loss reduced as loss_type says: for the variants whose mistake lies before it."""
+    return (
+        masked_mean(loss, mask, dim=1).mean()
+        if loss_type == "grpo"
+        else masked_mean(loss, mask)
+        if loss_type == "dapo"
+        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
+    )
+
+
+@right("grpo_clip_loss")
+def no_detach_explicit_branches(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = (logprobs - old_logprobs).exp()
+    a = advantages[:, None]
+    d = ref_logprobs - logprobs
+    loss = -torch.minimum(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * (d.exp() - d - 1)
+    loss = loss * mask
+    if loss_type == "grpo":
+        return (loss.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+    if loss_type == "dapo":
+        return loss.sum() / mask.sum().clamp(min=1)
+    if loss_type == "dr_grpo":
+        return loss.sum() / (loss.shape[0] * max_tokens)
+    raise ValueError(loss_type)
+
+
+@wrong(
+    "grpo_clip_loss",
+    "ratio taken against the reference policy; the ratio is exp(logprobs - old_logprobs), the reference only enters the KL term",
+)
+def ratio_against_the_reference(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - ref_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "no ratio clipping")
+def no_clipping(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -ratio * a + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "wrong sign (the loss is MINUS the clipped objective, plus beta * KL)")
+def surrogate_without_the_minus(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "KL sign: the loss ADDS beta * KL")
+def kl_sign(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) - beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "beta ignored (the KL term is beta * k3)")
+def beta_ignored(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "k1 (logprobs - ref_logprobs) instead of k3 in the KL term")
+def k1_instead_of_k3(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k1"
+    )
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong("grpo_clip_loss", "mean over padding: only real tokens count")
+def mean_over_padding_kl_not_masked(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    d = ref_logprobs - logprobs
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * (d.exp() - d - 1)
+    return (
+        loss.mean(dim=1).mean()
+        if loss_type == "grpo"
+        else loss.mean()
+        if loss_type == "dapo"
+        else loss.sum() / (mask.shape[0] * max_tokens)
+    )
+
+
+@wrong("grpo_clip_loss", "advantages broadcast along the token axis: A_i belongs to row i (use advantages[:, None])")
+def advantages_on_the_token_axis(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach()
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return _reduce(loss, mask, loss_type, max_tokens)
+
+
+@wrong(
+    "grpo_clip_loss",
+    "dapo's normalization (one mean over all tokens) used for loss_type='grpo' (mean per reply, then over replies)",
+)
+def dapo_normalization_for_grpo(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return (
+        masked_mean(loss, mask) if loss_type in ("grpo", "dapo") else (loss * mask).sum() / (mask.shape[0] * max_tokens)
+    )
+
+
+@wrong(
+    "grpo_clip_loss",
+    "grpo's normalization (mean per reply, then over replies) used for loss_type='dapo' (one mean over all tokens)",
+)
+def grpo_normalization_for_dapo(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return (
+        masked_mean(loss, mask, dim=1).mean()
+        if loss_type in ("grpo", "dapo")
+        else (loss * mask).sum() / (mask.shape[0] * max_tokens)
+    )
+
+
+@wrong("grpo_clip_loss", "dr_grpo divided by the T columns of the batch; divide by N * max_tokens")
+def dr_grpo_by_columns(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return (
+        masked_mean(loss, mask, dim=1).mean()
+        if loss_type == "grpo"
+        else masked_mean(loss, mask)
+        if loss_type == "dapo"
+        else (loss * mask).sum() / mask.numel()
+    )
+
+
+@wrong(
+    "grpo_clip_loss",
+    "mean over padding: divide by the number of real tokens (masked_mean), not by the number of columns",
+)
+def grpo_clip_mean_over_padding(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a) + beta * per_token_kl(
+        logprobs, ref_logprobs, mask, "k3"
+    )
+    return (
+        loss.mean(dim=1).mean()
+        if loss_type == "grpo"
+        else loss.mean()
+        if loss_type == "dapo"
+        else loss.sum() / (mask.shape[0] * max_tokens)
+    )

@@ -3,9 +3,8 @@ variant passes.
 
     python -m instructor mutations
 
-Each :class:`~instructor.mistakes.Variant` becomes a function in a copy of the answer key's module
-(same signature, the variant's body), in this process, and runs on every case of its function: the
-recorded ones (tests/fixtures) and a fresh random set (the grader's hidden inputs), through the same
+Each variant of :mod:`instructor.mistakes` runs in this process, in place of the key's function, on
+every case of its function: the recorded ones (tests/fixtures) and a fresh random set (the grader's hidden inputs), through the same
 :func:`~rlhf_practice.checks.run_case` / :func:`~rlhf_practice.checks.check_case` that the graded tests
 and the grader use. Prints one line per variant and exits 1 if any verdict is unexpected.
 """
@@ -16,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from instructor.mistakes import CATALOG, Variant, compile_variant
+from instructor.mistakes import CATALOG, Variant
 from rlhf_practice.checks import check_case, load_cases, run_case
 
 HIDDEN_SEED = 7  # the fresh inputs: any seed other than the fixtures' one
@@ -49,8 +48,9 @@ def all_cases() -> tuple[dict, ...]:
 
 def judge(variant: Variant) -> Verdict:
     """Run ``variant`` on every case of its function; collect the failures' messages."""
-    fn = compile_variant(variant)
-    messages = [check_case(case, run_case(fn, case)) for case in all_cases() if case["function"] == variant.function]
+    messages = [
+        check_case(case, run_case(variant.fn, case)) for case in all_cases() if case["function"] == variant.function
+    ]
     return Verdict(variant, [m for m in messages if m])
 
 
