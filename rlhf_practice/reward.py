@@ -2,13 +2,13 @@
 
 The reward is a weighted sum of small *terms*, clipped to [-1, 1]. A term is any function
 ``str -> float``; to add one (a keyword bonus, a reply that opens with "I think", ...), write the
-function and append ``(weight, function)`` to the list that :func:`build_reward` returns::
+function and append ``(weight, function)`` to ``terms`` in :func:`build_reward`, which the sentiment
+task (:mod:`rlhf_practice.tasks.sentiment`) calls to build the reward of every run::
 
     def i_think_bonus(text: str) -> float:
         return 1.0 if words(text)[:2] == ["i", "think"] else 0.0
 
-    reward_fn = build_reward(config.reward)
-    reward_fn.terms.append((0.5, i_think_bonus))
+    terms.append((0.5, i_think_bonus))  # in build_reward, before its return
 
 :func:`short_reply_penalty` and :func:`long_reply_penalty` are the worked examples that ship with
 the package (both off by default).
