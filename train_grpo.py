@@ -1,4 +1,4 @@
-"""Train the policy with GRPO on the sentiment reward.
+"""Train the policy with GRPO on the reward of a task (``--task``; sentiment by default).
 
     python train_grpo.py                     # tiny preset on a CPU, GPT-2 + IMDB on a GPU
     python train_grpo.py --impl answer       # run the answer key instead of rlhf_practice/rl/

@@ -1,4 +1,4 @@
-"""Train the policy with PPO on the sentiment reward.
+"""Train the policy with PPO on the reward of a task (``--task``; sentiment by default).
 
     python train_ppo.py                      # tiny preset on a CPU, GPT-2 + IMDB on a GPU
     python train_ppo.py --impl answer        # run the answer key instead of rlhf_practice/rl/
@@ -38,7 +38,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
         generation = run.generate(input_ids, attention_mask)  # sequences (B, P + T)
 
-        # 2. Score the replies with the rule-based reward.
+        # 2. Score the replies with the task's reward (sentiment: the rule-based reward).
         replies, rewards = run.score_replies(generation, prompts)  # rewards: (B,)
 
         # 3. Log-probs and values of the policy that sampled the replies: the "old" policy.

@@ -17,7 +17,7 @@ import torch
 
 from instructor.mistakes import wrong_variants
 from rlhf_practice.checks import run_case
-from rlhf_practice.course import load_impl, module_of
+from rlhf_practice.course import graded, load_impl, module_of
 
 DTYPES = (torch.float32, torch.float64)
 F64 = torch.float64
@@ -107,8 +107,10 @@ def _grad(expected: torch.Tensor, message: str = "") -> dict:
     return {"expected": expected, "message": message, "mistakes": {}}
 
 
-def _adder(key, cases: list[dict], function: str, section: str, **common):
-    """``add(id, what, args, **extra)`` appends one case of ``function`` to ``cases``."""
+def _adder(key, cases: list[dict], function: str, **common):
+    """``add(id, what, args, **extra)`` appends one case of ``function`` to ``cases``; its TASKS.md
+    section comes from the course table. ``book=`` names the section that prints a case's numbers."""
+    section = graded(module_of(function))[function]
 
     def add(id: str, what: str, args: list, **extra) -> None:
         cases.append(_case(key, function, section, id, what, args, **common, **extra))
@@ -122,12 +124,10 @@ def _name(dtype: torch.dtype) -> str:
 
 # ----------------------------------------------------------------------------- compute_advantages (§1.2)
 
-ADV = "§1.2"
-
 
 def advantage_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "compute_advantages", ADV)
+    add = _adder(key, cases, "compute_advantages")
     if fixed:
         rewards, values = torch.tensor([1.0, 0.0, 0.5, -0.5]), torch.tensor([0.5, 0.5, 0.0, 0.0])
         for normalize in (True, False):
@@ -136,7 +136,7 @@ def advantage_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
                 f"compute_advantages on the §1.2 example (rewards = [1.0, 0.0, 0.5, -0.5], normalize={normalize})",
                 [("rewards", rewards), ("values", values)],
                 kwargs={"normalize": normalize},
-                book=ADV,
+                book="§1.2",
             )
         for normalize in (True, False):
             add(
@@ -183,7 +183,6 @@ def advantage_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
 
 # ----------------------------------------------------------------------------- ppo_clip_loss (§2.2)
 
-CLIP = "§2.2"
 BOOK_RATIOS = [1.5, 0.5, 0.5, 1.5]  # TASKS.md §2.1, the four rows of the table
 BOOK_ADVANTAGES = [1.0, 1.0, -1.0, -1.0]
 
@@ -194,7 +193,7 @@ def _clip_inputs(new, old, adv, clip_range=0.2) -> list:
 
 def clip_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "ppo_clip_loss", CLIP)
+    add = _adder(key, cases, "ppo_clip_loss")
     if fixed:
         old = torch.tensor([-3.0, -2.0, -4.0, -1.0], dtype=F64)
         new = old + torch.log(torch.tensor(BOOK_RATIOS, dtype=F64))
@@ -205,7 +204,7 @@ def clip_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
                 "book_example" + ("" if clip_range == 0.2 else f"_clip_range_{clip_range}"),
                 f"ppo_clip_loss on the §2.1 table (ratios 1.5, 0.5, 0.5, 1.5; A = +1, +1, -1, -1; clip_range={clip_range})",
                 _clip_inputs(*book, clip_range),
-                book=CLIP if clip_range == 0.2 else "",
+                book="§2.2" if clip_range == 0.2 else "",
             )
         # d loss / d new = -(1/N) ratio A where the unclipped term is the min, else 0 (rows 2 and 4 of the table).
         expected = torch.tensor([0.0, -0.125, 0.0, 0.375], dtype=F64)
@@ -270,13 +269,12 @@ def clip_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
 
 # ----------------------------------------------------------------------------- compute_group_advantages (§3.2)
 
-GROUP = "§3.2"
 BOOK_GROUP_REWARDS = [1.0, 0.0, -1.0, 0.2, 0.4, 0.9]  # TASKS.md §3.1: B = 2 prompts x K = 3 replies
 
 
 def group_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "compute_group_advantages", GROUP)
+    add = _adder(key, cases, "compute_group_advantages")
     if fixed:
         rewards = torch.tensor(BOOK_GROUP_REWARDS)
         for normalize in (True, False):
@@ -319,12 +317,10 @@ def group_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
 
 # ----------------------------------------------------------------------------- grpo_loss (§3.3)
 
-LOSS = "§3.3"
-
 
 def grpo_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "grpo_loss", LOSS)
+    add = _adder(key, cases, "grpo_loss")
     if fixed:
         args = [
             ("logprobs", torch.tensor([-2.0, -3.0, -1.0, -4.0])),
@@ -363,8 +359,6 @@ def grpo_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
 # Masks are (N, T) rows of ones then zeros. Padding columns hold large junk values on purpose, so that
 # using them shows up as a wrong number instead of a lucky zero.
 
-MEAN, KL, GAE, TOKEN_PPO, GRPO_CLIP = "§7.2", "§7.3", "§8.2", "§8.3", "§9.2"
-
 
 def _mask(lengths, num_tokens, dtype=F64):
     return (torch.arange(num_tokens).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).to(dtype)
@@ -400,7 +394,7 @@ MEAN_BOOK_MASK = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]
 
 def masked_mean_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "masked_mean", MEAN)
+    add = _adder(key, cases, "masked_mean")
     if fixed:
         values, mask = torch.tensor(MEAN_BOOK_VALUES, dtype=F64), torch.tensor(MEAN_BOOK_MASK, dtype=F64)
         for dim in (None, 1):
@@ -410,7 +404,7 @@ def masked_mean_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
                 f"masked_mean on the §7.2 example (values = {MEAN_BOOK_VALUES}, dim={dim})",
                 args,
                 grads={"values": _grad(_grads_of(key.token_level.masked_mean, args, ["values"])["values"])},
-                book=MEAN,
+                book="§7.2",
             )
         add(
             "all_masked_row_gives_zero",
@@ -444,7 +438,7 @@ KL_BOOK = ([[-1.0, -2.0, -0.5]], [[-1.5, -1.0, -0.5]], [[1.0, 1.0, 0.0]])  # TAS
 
 def kl_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "per_token_kl", KL)
+    add = _adder(key, cases, "per_token_kl")
     if fixed:
         logprobs, ref_logprobs, mask = (torch.tensor(x, dtype=F64) for x in KL_BOOK)
         ref_logprobs = _junk(ref_logprobs, mask, -9.0)
@@ -455,7 +449,7 @@ def kl_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
                 f"per_token_kl on the §7.3 example (logprobs = {KL_BOOK[0]}, ref_logprobs = {KL_BOOK[1]}, "
                 f"last token masked, estimator={estimator!r})",
                 args,
-                book=KL,
+                book="§7.3",
             )
             expected = _grads_of(key.token_level.per_token_kl, args, ["logprobs"])["logprobs"]
             add(
@@ -497,7 +491,7 @@ GAE_BOOK = ([[0.0, 0.0, 1.0, 0.0], [0.7, 0.0, 0.0, 0.0]], [[0.5, 0.6, 0.8, 9.0],
 
 def gae_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "compute_gae", GAE, outputs=["advantages", "returns"])
+    add = _adder(key, cases, "compute_gae", outputs=["advantages", "returns"])
 
     def inputs(rewards, values, mask, gamma, lam):
         return [("rewards", rewards), ("values", values), ("mask", mask), ("gamma", gamma), ("lam", lam)]
@@ -508,7 +502,7 @@ def gae_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
             "book_example",
             "compute_gae on the §8.2 example (a 3-token reply and a reply that is EOS at once; gamma=1, lam=0.9)",
             inputs(*book, 1.0, 0.9),
-            book=GAE,
+            book="§8.2",
         )
         add(
             "book_example_gamma_0.8", "compute_gae on the §8.2 example with gamma=0.8, lam=0.9", inputs(*book, 0.8, 0.9)
@@ -573,7 +567,7 @@ def _token_ppo_book():
 
 def token_ppo_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "token_ppo_loss", TOKEN_PPO, outputs=["policy_loss", "value_loss"])
+    add = _adder(key, cases, "token_ppo_loss", outputs=["policy_loss", "value_loss"])
 
     def inputs(tensors, clip, clip_v):
         return [*zip(TOKEN_PPO_NAMES, tensors), ("clip_range", clip), ("clip_range_value", clip_v)]
@@ -584,7 +578,7 @@ def token_ppo_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
             "book_example",
             "token_ppo_loss on the §8.3 example (clip_range=0.2, clip_range_value=0.2)",
             inputs(book, 0.2, 0.2),
-            book=TOKEN_PPO,
+            book="§8.3",
         )
         add(
             "book_example_clip_0.1_0.5",
@@ -635,7 +629,7 @@ def _grpo_clip_book():
 
 def grpo_clip_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "grpo_clip_loss", GRPO_CLIP)
+    add = _adder(key, cases, "grpo_clip_loss")
 
     def inputs(tensors, clip, beta, loss_type, max_tokens):
         return [
@@ -654,7 +648,7 @@ def grpo_clip_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
                 f"book_example_{loss_type}",
                 f"grpo_clip_loss on the §9.2 example (clip_range=0.2, beta=0.1, loss_type={loss_type!r}, max_tokens=4)",
                 args,
-                book=GRPO_CLIP,
+                book="§9.2",
             )
             names = ["logprobs", "old_logprobs", "ref_logprobs", "advantages"]
             add(

@@ -3,8 +3,8 @@
     python -m instructor.grading submissions/alice submissions/bob ...
     python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
-Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (a copy of their
-``rlhf_practice/rl/``). For each one, a child process runs in a fresh temporary tree that holds the
+Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py``
+for tasks 7-9): a copy of their ``rlhf_practice/rl/``. For each one, a child process runs in a fresh temporary tree that holds the
 package and the submission's files and nothing else (no answer key, no tests), under limits on time, memory
 and output. Where the system allows it (``unshare``), the child also cannot see the answer key, the
 tests, the scripts, the instructor wing or the git history of this repository, and cannot write to it. The child only
@@ -42,6 +42,7 @@ from rlhf_practice.checks import check_case, load_cases
 from rlhf_practice.course import GRADED, MODULES, ROOT, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
+POINTS = {g.function: g.points for g in GRADED}
 SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)
 # What a child must not see or change: hidden from it when the system has `unshare`.
 HIDDEN_FROM_CHILD = (
@@ -87,8 +88,9 @@ class Grade:
     notes: list[str] = field(default_factory=list)
 
     def points(self, function: str) -> float:
-        g = next(g for g in GRADED if g.function == function)
-        return round(g.points * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
+        return (
+            round(POINTS[function] * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
+        )
 
     def total_points(self) -> float:
         return round(sum(self.points(f) for f in FUNCTIONS), 1)
@@ -122,7 +124,7 @@ def _key(case: dict) -> str:
 
 def _make_tree(tree: Path, submission: Path) -> None:
     """A package copy whose rl/ holds the submission's files: the only code the child can import."""
-    ignore = shutil.ignore_patterns("__pycache__", "assets", "grading.py", "cases.py", "release.py", "__main__.py")
+    ignore = shutil.ignore_patterns("__pycache__", "assets")
     shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
     for name in SUBMISSION_FILES:
         target = tree / "rlhf_practice" / "rl" / name

@@ -2,7 +2,8 @@
 bound)``) and its help in the docstring under it (what ``--help`` shows). One checker, :func:`check`,
 walks the fields; the few checks that involve two settings are each class's ``relations()``.
 
-``train_ppo.py`` reads a :class:`PPOConfig`, ``train_grpo.py`` a :class:`GRPOConfig`; both share
+``train_ppo.py`` reads a :class:`PPOConfig` (``--level token``: a :class:`TokenPPOConfig`), ``train_grpo.py`` a
+:class:`GRPOConfig` (a :class:`TokenGRPOConfig`); :data:`CONFIGS` maps script and level to the class. All share
 :class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
 
 - ``tiny``: the project's own small GPT-2 and its built-in review corpus; any CPU, no network.
@@ -207,7 +208,7 @@ class TrainConfig(Settings):
             rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student", "answer" or a folder'
         ),
     )
-    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key), or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
+    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key, in the instructor's copy only), or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -254,7 +255,7 @@ class TrainConfig(Settings):
             hint="must be one folder name (no '/', no '..'); the folder is made inside run_dir",
         ),
     )
-    """Name of this run's folder (default: algorithm-preset-date-time)."""
+    """Name of this run's folder (default: algorithm[-token]-preset-date-time-random)."""
     sample_every: int = setting(10, POSITIVE)
     """Log generated text samples every this many steps."""
     num_logged_samples: int = setting(4, NOT_NEGATIVE)
@@ -263,16 +264,20 @@ class TrainConfig(Settings):
     def replies_per_step(self) -> int:
         return self.train_batch_size
 
-    def relations(self) -> list[Relation]:
+    def replies_relation(self) -> Relation:
+        """Replies generated per step <= MAX_ROWS_PER_STEP, named by the setting that sets them."""
         rows = self.replies_per_step()
+        return (
+            rows <= MAX_ROWS_PER_STEP,
+            "train_batch_size",
+            self.train_batch_size,
+            f"means {rows} replies per step; keep that <= {MAX_ROWS_PER_STEP}",
+        )
+
+    def relations(self) -> list[Relation]:
         wanted = CONFIGS.get((self.algorithm, self.level), type(self))
         return [
-            (
-                rows <= MAX_ROWS_PER_STEP,
-                "train_batch_size",
-                self.train_batch_size,
-                f"means {rows} replies per step; keep that <= {MAX_ROWS_PER_STEP}",
-            ),
+            self.replies_relation(),
             (
                 type(self) is wanted,
                 "level",
@@ -350,17 +355,14 @@ class GRPOConfig(TrainConfig):
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size
 
-    def relations(self) -> list[Relation]:
+    def replies_relation(self) -> Relation:
         rows = self.replies_per_step()
-        return [
-            (
-                rows <= MAX_ROWS_PER_STEP,
-                "grpo_group_size",
-                self.grpo_group_size,
-                f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
-            ),
-            *super().relations(),
-        ]
+        return (
+            rows <= MAX_ROWS_PER_STEP,
+            "grpo_group_size",
+            self.grpo_group_size,
+            f"means {rows} replies per step (train_batch_size x grpo_group_size); keep that <= {MAX_ROWS_PER_STEP}",
+        )
 
 
 @dataclass
@@ -454,7 +456,7 @@ ConfigT = TypeVar("ConfigT", bound=TrainConfig)
 
 
 def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
-    """The default ``cls`` (PPOConfig or GRPOConfig) for a resolved preset ("tiny" or "gpt2")."""
+    """The default ``cls`` (any class of :data:`CONFIGS`) for a resolved preset ("tiny" or "gpt2")."""
     if preset not in _PRESETS:
         raise ConfigError(f"preset={preset!r} {field_bound(TrainConfig, 'preset').problem()}.")
     overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][cls.algorithm]}

@@ -15,7 +15,7 @@ One batch of :func:`build_prompt_dataloader` is a dict::
     {
         "input_ids":      LongTensor (B, P)   prompt token ids, left-padded with the pad token
         "attention_mask": LongTensor (B, P)   1 for prompt tokens, 0 for padding
-        "prompt_text":    list[str] of B      the decoded prompts, for logging
+        "prompt_text":    list[str] of B      the decoded prompts, for logging and for the task's reward
     }
 
 where B = ``train_batch_size`` and P = the longest prompt of the batch (<= ``max_prompt_length``).

@@ -230,7 +230,9 @@ def start_run(config: TrainConfig) -> TrainingRun:
     """Check everything that can be checked cheaply, then load the model, prompts and reward.
 
     Order matters for the user: bad settings, an unfinished stub and a taken run folder are reported
-    before anything slow is loaded, and the run folder is made last.
+    before anything slow is loaded; the checks that need the tokenizer or the model (top_k against the
+    vocabulary, prompt + reply against the positions, the static decoder's model type) run right after
+    loading them; the run folder is made last.
     """
     config.validate()
     impl = load_impl(config.impl)
@@ -256,7 +258,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     policy = task.load_policy(device)
     if task.max_prompt_length + config.max_new_tokens > policy.max_length:
         raise ConfigError(
-            f"max_new_tokens={config.max_new_tokens} plus data.max_prompt_length={task.max_prompt_length} "
+            f"max_new_tokens={config.max_new_tokens} plus {task.prompt_length_setting}={task.max_prompt_length} "
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
     sampler = Sampler(

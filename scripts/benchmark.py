@@ -240,7 +240,7 @@ def main() -> None:
     if args.against_trl:
         ours = results["grpo"].get("median", results["grpo"])  # one seed: the run itself
         print("running TRL's GRPOTrainer on the same work ...", file=sys.stderr, flush=True)
-        theirs = trl_grpo(args.preset, ["--seed", str(args.seeds[0]), *args.extra])
+        theirs = trl_grpo(args.preset, ["--level", args.level, "--seed", str(args.seeds[0]), *args.extra])
         results["trl_grpo"] = theirs
         results["trl_step_s / our_step_s"] = round(theirs["step_s_after_first"] / ours["step_s_after_first"], 2)
     print(json.dumps({"preset": args.preset, "level": args.level, "impl": args.impl, **results}, indent=2))

@@ -24,7 +24,7 @@ import torch
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
 from rlhf_practice.config import flag_table
-from rlhf_practice.course import GRADED, has_answer_key
+from rlhf_practice.course import GRADED, has_answer_key, module_of
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
@@ -77,8 +77,7 @@ def _help(target: str) -> str:
 @cache
 def _graded_test_names() -> list[str]:
     """The graded tests' names with their ids (what ``-k`` can select), as tests/test_graded.py makes them."""
-    module_of = {g.function: g.module for g in GRADED}
-    return [f"test_graded[{module_of[c['function']]}-{c['function']}-{c['id']}]" for c in load_cases()]
+    return [f"test_graded[{module_of(c['function'])}-{c['function']}-{c['id']}]" for c in load_cases()]
 
 
 def test_docs_have_commands() -> None:

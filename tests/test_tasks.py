@@ -14,6 +14,7 @@ from rlhf_practice.tasks import TASK_CLASSES, Task, build_task
 def test_every_task_implements_the_interface() -> None:
     for name, cls in TASK_CLASSES.items():
         assert issubclass(cls, Task) and cls.name == name and not cls.__abstractmethods__
+        assert isinstance(cls.prompt_length_setting, str), f"{name}: say which setting bounds the prompt length"
 
 
 def test_the_config_offers_exactly_the_registered_tasks() -> None:

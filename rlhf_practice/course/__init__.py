@@ -75,7 +75,7 @@ def graded(module: str) -> dict[str, str]:
 
 
 def probe_args(g: GradedFunction) -> tuple:
-    """A tiny valid input for ``task``'s function: enough to tell a stub from an implementation."""
+    """A tiny valid input for the graded function ``g``: enough to tell a stub from an implementation."""
     import torch
 
     two = torch.tensor([0.5, -0.5])

@@ -3,7 +3,7 @@ and tokenizer they need. The RL loops never look inside one: they ask it for bat
 for the reward of each reply, so the same PPO and GRPO code trains on any task.
 
 ``--task sentiment`` (the default, :mod:`rlhf_practice.tasks.sentiment`) continues movie reviews and
-rewards positive words. To add a task, write a subclass of :class:`Task` in a module of this package
+rewards positive words. To add a task, write a subclass of :class:`Task` in a module of this package,
 add it to :data:`TASK_CLASSES` and its name to ``config.TASK_NAMES``; README.md (maintainers) lists the steps.
 """
 

@@ -27,6 +27,8 @@ class Task(ABC):
     """
 
     name: ClassVar[str]
+    prompt_length_setting: ClassVar[str]
+    """The setting that bounds :attr:`max_prompt_length`, as errors name it (e.g. "data.max_prompt_length")."""
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config

@@ -26,6 +26,7 @@ class SentimentTask(Task):
     """Reviews in, positive continuations rewarded; the reply alone is scored (the prompt is not)."""
 
     name = "sentiment"
+    prompt_length_setting = "data.max_prompt_length"
 
     def __init__(self, config: TrainConfig) -> None:
         super().__init__(config)
