@@ -9,6 +9,8 @@
     python scripts/experiments.py levels             # checkpoint 7: sequence- vs token-level PPO
     python scripts/experiments.py loss_type          # checkpoint 8: GRPO-clip's three normalizations, short replies paid
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
+    python scripts/experiments.py critic             # §4.1: the value head zero- vs randomly initialised
+    python scripts/experiments.py tags               # README's tag table: where each tag moves in the default runs
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --impl answer --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,9 @@ from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with reward/mean >=
-# 0.8), "reach_s" (seconds until then), "min" or "wall" (the run's wall time)
+# 0.8), "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median
+# of the first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|) or
+# "wall" (the run's wall time)
 COLUMNS = {
     "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
@@ -45,6 +50,12 @@ COLUMNS = {
     "seconds to 0.8": ("reward/mean", "reach_s"),
     "mean ppo/clip_frac": ("ppo/clip_frac", "mean"),
     "min kl/approx": ("kl/approx", "min"),
+    "steps with kl/approx < 0": ("kl/approx", "negative"),
+    "min kl/k3": ("kl/k3", "min"),
+    "min ppo/ratio_mean": ("ppo/ratio_mean", "min"),
+    "min loss/policy": ("loss/policy", "min"),
+    "max loss/policy": ("loss/policy", "max"),
+    "max |loss/policy_before_update|": ("loss/policy_before_update", "maxabs"),
     "max kl/k3": ("kl/k3", "max"),
     "max ppo/ratio_mean": ("ppo/ratio_mean", "max"),
     "final kl/ref": ("kl/ref", "final"),
@@ -52,6 +63,8 @@ COLUMNS = {
     "first response/length": ("response/length", "first"),
     "final response/length": ("response/length", "final"),
     "final response/distinct": ("response/distinct", "final"),
+    "first value/explained_variance": ("value/explained_variance", "step1"),
+    "median value/explained_variance, steps 1-20": ("value/explained_variance", "median20"),
     "positive words per reply, first 10 %": ("", "samples_first"),
     "positive words per reply, last 10 %": ("", "samples_final"),
     "wall s": ("", "wall"),
@@ -121,6 +134,30 @@ EXPERIMENTS = {
         [ppo("--level", "token", "--beta", b, label=f"PPO token --beta {b}") for b in ("0", "0.2")],
         [*SPEED, "final kl/ref", *DRIFT, "wall s"],
     ),
+    "tags": (
+        [ppo(label="PPO"), ("GRPO", "grpo", [])],
+        [
+            "final reward",
+            "min loss/policy",
+            "max loss/policy",
+            "max |loss/policy_before_update|",
+            "steps with kl/approx < 0",
+            "min kl/k3",
+            "max kl/k3",
+            "min ppo/ratio_mean",
+            "max ppo/ratio_mean",
+        ],
+    ),
+    "critic": (
+        [ppo("--model.value_head_init", init) for init in ("zero", "random")],
+        [
+            "first value/explained_variance",
+            "median value/explained_variance, steps 1-20",
+            "steps to 0.8",
+            "final reward",
+            "wall s",
+        ],
+    ),
 }
 
 
@@ -153,6 +190,14 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
             figures[column] = max(values) if how == "max" else min(values)
         elif how == "mean":
             figures[column] = sum(values) / len(values)
+        elif how == "negative":
+            figures[column] = sum(v < 0 for v in values)
+        elif how == "maxabs":
+            figures[column] = max(abs(v) for v in values)
+        elif how == "step1":
+            figures[column] = values[0]
+        elif how == "median20":
+            figures[column] = statistics.median(values[:20])
         elif how == "first":
             figures[column] = final_mean(values[::-1])
         else:
