@@ -3,9 +3,9 @@
     python scripts/benchmark.py                           # tiny preset, your rl/ functions, both algorithms
     python scripts/benchmark.py --preset gpt2 --algorithms ppo
     python scripts/benchmark.py --extra --num_steps 20    # extra flags go to both scripts
-    python scripts/benchmark.py --level token --seeds 0 1 2 --impl answer   # token level, three seeds
+    python scripts/benchmark.py --level token --seeds 0 1 2       # token level, three seeds
     python scripts/benchmark.py --gpt2-shape --algorithms grpo --extra --num_steps 20   # GPU speed, no hub
-    python scripts/benchmark.py --against-trl --impl answer       # GRPO step time: ours vs TRL's GRPOTrainer
+    python scripts/benchmark.py --against-trl                     # GRPO step time: ours vs TRL's GRPOTrainer
 
 Each script runs as its own process, exactly as a user starts it, so the wall time includes
 start-up (imports, loading the model and data). Per algorithm it reports: wall time, start-up,
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument(
         "--impl",
         default=os.environ.get("RLHF_IMPL", "student"),
-        help='whose rl/ functions the scripts run, as their --impl: "student" (default, as the scripts), "answer", a folder',
+        help='whose rl/ functions the scripts run, as their --impl: "student" (your rlhf_practice/rl/; the default, as the scripts) or a folder',
     )
     parser.add_argument("--target", type=float, default=0.8, help="reward level for steps/seconds_to_reward")
     parser.add_argument("--level", default="sequence", choices=["sequence", "token"], help="the scripts' --level")

@@ -9,7 +9,7 @@
     python scripts/experiments.py levels             # checkpoint 7: sequence- vs token-level PPO
     python scripts/experiments.py loss_type          # checkpoint 8: GRPO-clip's three normalizations, short replies paid
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
-    python scripts/experiments.py clip --seeds 0 1 2 3 4 --impl answer --extra --num_steps 40
+    python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
