@@ -252,6 +252,18 @@ def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
     assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), proc.stdout
 
 
+def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path) -> None:
+    """A function not written yet stops the benchmark as it stops the scripts: one line, exit 3, no figures."""
+    rl = {f"{m}.py": (ROOT / f"rlhf_practice/rl/{m}.py").read_text() for m in ("ppo", "grpo")}
+    stub = _impl_folder(tmp_path / "stub_impl", rl, STUB)
+    command = [sys.executable, "scripts/benchmark.py", "--impl", str(stub), "--seeds", "0", "1"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("running ")]
+    assert proc.returncode == 3 and not proc.stdout, (proc.returncode, proc.stdout)
+    assert len(errors) == 1 and errors[0].startswith("error: compute_advantages is not implemented yet"), errors
+    assert "TASKS.md §1.2" in errors[0] and proc.stderr.count("running ") == 1, "the first run stops the benchmark"
+
+
 def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path) -> None:
     """TRL is a benchmark-only dependency: without it, --against-trl says how to get it, before running anything."""
     blocker = tmp_path / "sitecustomize.py"
