@@ -1,7 +1,7 @@
 """Train the policy with GRPO on the reward of a task (``--task``; sentiment by default).
 
     python train_grpo.py                     # tiny preset on a CPU, GPT-2 + IMDB on a GPU
-    python train_grpo.py --impl answer       # run the answer key instead of rlhf_practice/rl/
+    python train_grpo.py --impl FOLDER       # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_grpo.py --level token       # GRPO-clip (task 9): ratio clipping, KL to a reference
     python train_grpo.py --help              # every setting, with its default
 

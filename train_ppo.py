@@ -1,7 +1,7 @@
 """Train the policy with PPO on the reward of a task (``--task``; sentiment by default).
 
     python train_ppo.py                      # tiny preset on a CPU, GPT-2 + IMDB on a GPU
-    python train_ppo.py --impl answer        # run the answer key instead of rlhf_practice/rl/
+    python train_ppo.py --impl FOLDER        # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_ppo.py --level token        # token-level PPO (tasks 7-8): KL to a reference, GAE
     python train_ppo.py --help               # every setting, with its default
 

@@ -15,8 +15,11 @@ This process, which never imports student code, reads that file as plain tensors
 A function's points are its share of passed cases times its points in the course table (cases whose
 right answer is all zeros count only when the function gets a non-zero answer right too). A
 submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
-else: when its child fails as a whole, each function is rerun on its own. The table is printed as
-Markdown and written as CSV (``--csv``, default ``grading_results.csv``).
+else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
+grpo.py or token_level.py is there but is not a regular file (a symbolic link, say to the answer key, a
+folder, a named pipe, a device) scores 0, with a note naming the file and what it is; submitted files are
+read without following links. The table is printed as Markdown and written as CSV (``--csv``, default
+``grading_results.csv``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import random
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -96,16 +100,54 @@ class Grade:
         return round(sum(self.points(f) for f in FUNCTIONS), 1)
 
 
-def _file_notes(folder: Path) -> list[str]:
+def _what_it_is(path: Path, mode: int) -> str:
+    """What a submitted entry that is not a regular file is, in words."""
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link (to {os.readlink(path)!r})"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _read_submission(folder: Path) -> tuple[dict[str, bytes], list[str]]:
+    """The submission's files, read without following symbolic links: {name: contents} of those that are
+    regular files, and "NAME is WHAT" for each one that is there but is not a regular file."""
+    files, refused = {}, []
+    for name in SUBMISSION_FILES:
+        path = folder / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            refused.append(f"{name} is {_what_it_is(path, mode)}")
+            continue
+        try:  # no link followed, no pipe waited on, even if the entry was swapped since lstat
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    refused.append(f"{name} is not a regular file")
+                    continue
+                files[name] = f.read()
+        except OSError as err:
+            refused.append(f"{name} could not be read ({err.strerror})")
+    return files, refused
+
+
+def _file_notes(files: dict[str, bytes]) -> list[str]:
     """A note for each submission file that is missing or does not parse."""
     notes = []
     for name in SUBMISSION_FILES:
-        path = folder / name
-        if not path.is_file():
+        if name not in files:
             notes.append(f"{name} missing")
             continue
         try:
-            ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            ast.parse(files[name].decode("utf-8", errors="replace"))
         except SyntaxError as err:
             notes.append(f"{name} does not parse (line {err.lineno})")
     return notes
@@ -122,15 +164,15 @@ def _key(case: dict) -> str:
     return f"{case['function']}/{case['id']}"
 
 
-def _make_tree(tree: Path, submission: Path) -> None:
+def _make_tree(tree: Path, files: dict[str, bytes]) -> None:
     """A package copy whose rl/ holds the submission's files: the only code the child can import."""
     ignore = shutil.ignore_patterns("__pycache__", "assets")
     shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
     for name in SUBMISSION_FILES:
         target = tree / "rlhf_practice" / "rl" / name
         target.unlink(missing_ok=True)
-        if (submission / name).is_file():
-            shutil.copyfile(submission / name, target)
+        if name in files:
+            target.write_bytes(files[name])
 
 
 def isolation_available() -> bool:
@@ -207,12 +249,17 @@ def _valid(result: object) -> bool:
 
 def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) -> Grade:
     """Run one submission on ``cases`` in a child process and score it."""
-    result = Grade(submission=str(submission), notes=_file_notes(submission))
+    result = Grade(submission=str(submission))
     for case in cases:
         result.total[case["function"]] += 1
+    files, refused = _read_submission(submission)
+    if refused:
+        result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
+        return result
+    result.notes = _file_notes(files)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
-        _make_tree(tree, submission)
+        _make_tree(tree, files)
         outcomes = _run_child(tree, cases, limits, isolate) or {}
         missing = [f for f in FUNCTIONS if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
         for function in missing:  # the child failed as a whole: rerun each function alone

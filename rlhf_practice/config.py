@@ -204,11 +204,9 @@ class TrainConfig(Settings):
     """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words)."""
     impl: str = setting(
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
-        bound=Bound(
-            rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student", "answer" or a folder'
-        ),
+        bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
     )
-    """Implementation of the rl/ functions: "student" (your rlhf_practice/rl/), "answer" (the answer key, in the instructor's copy only), or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
+    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a folder with ppo.py, grpo.py (and token_level.py), a copy of rlhf_practice/rl/."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)

@@ -1,4 +1,4 @@
-"""pytest plugin: ``--impl student|answer|FOLDER`` picks whose rl/ functions the graded tests run.
+"""pytest plugin: ``--impl student|FOLDER`` picks whose rl/ functions the graded tests run.
 
 Installed as a pytest11 entry point (``pip install -e .``, part of requirements.txt), so that
 ``pytest -m graded --impl=DIR`` reads DIR as the option's value and not as a test path.
@@ -18,7 +18,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--impl",
         default=os.environ.get("RLHF_IMPL", "student"),
-        help='implementation to grade: "student" (default; env RLHF_IMPL), "answer", or a folder with ppo.py and grpo.py (and token_level.py)',
+        help='implementation to grade: "student" (your rlhf_practice/rl/; the default, or env RLHF_IMPL) or a folder with ppo.py and grpo.py (and token_level.py)',
     )
 
 

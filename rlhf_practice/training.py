@@ -116,8 +116,7 @@ def run_main(main: Callable[[], None]) -> None:
         sys.exit(130)
     except NotImplementedError as err:
         print(
-            f"error: {err} Finish it (pytest -m graded shows what is missing), "
-            "or run the reference implementation with --impl answer.",
+            f"error: {err} Finish it (pytest -m graded shows what is missing), then run this again.",
             file=sys.stderr,
         )
         sys.exit(3)

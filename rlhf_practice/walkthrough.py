@@ -1,7 +1,7 @@
 """Follow a few reviews through one PPO step and print what each stage produces (TASKS.md task 0).
 
     python -m rlhf_practice.walkthrough                  # your rl/ functions (unfinished ones are skipped)
-    python -m rlhf_practice.walkthrough --impl answer    # the answer key
+    python -m rlhf_practice.walkthrough --impl FOLDER    # the rl/ files in FOLDER (a copy of rlhf_practice/rl/)
     python -m rlhf_practice.walkthrough --batch_size 4 --seed 1
 
 Stages: review text -> prompt ids (a DataLoader batch) -> generated reply -> reward ->
@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--impl", default="student", help='"student", "answer" or a folder with ppo.py and grpo.py (and token_level.py)'
+        "--impl",
+        default="student",
+        help='whose rl/ functions run: "student" (your rlhf_practice/rl/) or a folder with ppo.py and grpo.py',
     )
     parser.add_argument("--batch_size", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         advantages = impl.ppo.compute_advantages(rewards, old.values)
     except NotImplementedError as err:
-        print(f"  skipped: {err} (or rerun with --impl answer)")
+        print(f"  skipped: {err} The stages after it need it too.")
         return
     _show("advantages", advantages)
 
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         loss = impl.ppo.ppo_clip_loss(new.logprobs, old.logprobs, advantages, config.ppo_clip_range)
     except NotImplementedError as err:
-        print(f"  skipped: {err} (or rerun with --impl answer)")
+        print(f"  skipped: {err} The stages after it need it too.")
         return
     print(
         f"  loss/policy      {loss.item():+.4f}   (ratio = 1 before the update: this is -mean(advantages), 0 once normalized)"

@@ -3,9 +3,9 @@
     python scripts/benchmark.py                           # tiny preset, your rl/ functions, both algorithms
     python scripts/benchmark.py --preset gpt2 --algorithms ppo
     python scripts/benchmark.py --extra --num_steps 20    # extra flags go to both scripts
-    python scripts/benchmark.py --level token --seeds 0 1 2 --impl answer   # token level, three seeds
+    python scripts/benchmark.py --level token --seeds 0 1 2       # token level, three seeds
     python scripts/benchmark.py --gpt2-shape --algorithms grpo --extra --num_steps 20   # GPU speed, no hub
-    python scripts/benchmark.py --against-trl --impl answer       # GRPO step time: ours vs TRL's GRPOTrainer
+    python scripts/benchmark.py --against-trl                     # GRPO step time: ours vs TRL's GRPOTrainer
 
 Each script runs as its own process, exactly as a user starts it, so the wall time includes
 start-up (imports, loading the model and data). Per algorithm it reports: wall time, start-up,
@@ -25,6 +25,9 @@ not in requirements.txt) on the same model, prompts, reward, batch shape (train_
 grpo_group_size replies of max_new_tokens), learning rate and number of steps, one update per batch
 and no reference model, as train_grpo.py does, and prints both mean step times (first step left out)
 and their ratio. Nothing here is a test: it prints.
+
+A run that cannot start (a bad setting, or one of your functions not written yet) stops the benchmark
+with the script's own one-line error and exit code (2 or 3), before any figures are printed.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
+CANNOT_START = (2, 3)  # the scripts' exit codes for a bad setting and for an unwritten function (run_main)
+
 
 def _median(values: list[float]) -> float | None:
     """Median of the finite values (explained variance is NaN on steps whose rewards were all equal)."""
@@ -62,8 +67,12 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         start = time.perf_counter()
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - start
+        error = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        if proc.returncode in CANNOT_START:  # every other run would stop the same way
+            print(error, file=sys.stderr)
+            sys.exit(proc.returncode)
         if proc.returncode != 0:
-            return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+            return {"error": error}
         run = load_run(Path(tmp) / "bench")
 
     m = run.metrics
@@ -208,7 +217,7 @@ def main() -> None:
     parser.add_argument(
         "--impl",
         default=os.environ.get("RLHF_IMPL", "student"),
-        help='whose rl/ functions the scripts run, as their --impl: "student" (default, as the scripts), "answer", a folder',
+        help='whose rl/ functions the scripts run, as their --impl: "student" (your rlhf_practice/rl/; the default, as the scripts) or a folder',
     )
     parser.add_argument("--target", type=float, default=0.8, help="reward level for steps/seconds_to_reward")
     parser.add_argument("--level", default="sequence", choices=["sequence", "token"], help="the scripts' --level")

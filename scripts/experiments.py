@@ -11,7 +11,7 @@
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
     python scripts/experiments.py critic             # §4.1: the value head zero- vs randomly initialised
     python scripts/experiments.py tags               # README's tag table: where each tag moves in the default runs
-    python scripts/experiments.py clip --seeds 0 1 2 3 4 --impl answer --extra --num_steps 40
+    python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -166,8 +166,10 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
         command = [sys.executable, f"train_{algorithm}.py", "--preset", "tiny", "--impl", impl, "--seed", str(seed)]
         command += ["--run_dir", tmp, "--run_name", "run", *flags, *extra]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"{' '.join(command[1:])} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        if proc.returncode != 0:  # the script's own one-line error, and its exit code (2: a setting, 3: a stub)
+            last = proc.stderr.strip().splitlines()[-1:] or [f"{' '.join(command[1:])} failed (exit {proc.returncode})"]
+            print(last[0], file=sys.stderr)
+            sys.exit(proc.returncode)
         run = load_run(Path(tmp) / "run")
         samples = [json.loads(line) for line in (Path(tmp) / "run/samples.jsonl").read_text().splitlines()]
     figures: dict[str, float | None] = {}

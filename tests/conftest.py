@@ -1,5 +1,6 @@
 """Loads the project's pytest plugin (the --impl option and the impl fixture), and says which working
-implementation the end-to-end tests (training scripts, walkthrough) run.
+implementation the end-to-end tests (training scripts, walkthrough) run: the one --impl names, once
+the functions those runs call are written.
 
 When the project is installed (``pip install -r requirements.txt`` does ``pip install -e .``) the
 plugin is already registered through its entry point and that line is a no-op.
@@ -7,42 +8,42 @@ plugin is already registered through its entry point and that line is a no-op.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
-from rlhf_practice.course import MODULES, ROOT, has_answer_key, load_impl
+from rlhf_practice.course import MODULES, REQUIRED_MODULES, Impl
+from rlhf_practice.errors import ConfigError
 
 pytest_plugins = ["rlhf_practice.pytest_plugin"]
 
 
-def _student_is_done(modules: tuple[str, ...]) -> bool:
+def _is_done(impl: Impl, modules: tuple[str, ...]) -> bool:
     try:
         for module in modules:
-            load_impl("student").check_implemented(module)
-    except NotImplementedError:
+            impl.check_implemented(module)
+    except (NotImplementedError, ConfigError):  # a stub, or a folder without token_level.py
         return False
     return True
 
 
 @pytest.fixture(scope="session")
-def working_impl() -> str:
-    """--impl value for end-to-end runs: the answer key where it exists, else your finished rl/ files."""
-    if has_answer_key():
-        return "answer"
-    if _student_is_done(("ppo", "grpo")):
-        return "student"
+def working_impl(impl: Impl) -> str:
+    """--impl value for end-to-end runs: the implementation under test, once tasks 1-3 are done."""
+    if _is_done(impl, REQUIRED_MODULES):
+        return impl.name
     pytest.skip("runs the training scripts end to end: finish the four functions of tasks 1-3 first")
 
 
 @pytest.fixture(scope="session")
-def working_token_impl(working_impl: str) -> str:
+def working_token_impl(impl: Impl, working_impl: str) -> str:
     """Like working_impl, for the token-level runs: they also need the functions of tasks 7-9."""
-    if working_impl == "student" and not _student_is_done(MODULES):
+    if not _is_done(impl, MODULES):
         pytest.skip("runs the token-level scripts end to end: finish the functions of tasks 7-9 first")
     return working_impl
 
 
 @pytest.fixture(scope="session")
-def working_sources(working_impl: str) -> dict[str, str]:
+def working_sources(impl: Impl, working_impl: str) -> dict[str, str]:
     """{"ppo.py": source, "grpo.py": source} of the working implementation, to copy and patch."""
-    folder, suffix = (ROOT / "answer", "_answer.py") if working_impl == "answer" else (ROOT / "rlhf_practice/rl", ".py")
-    return {f"{m}.py": (folder / f"{m}{suffix}").read_text(encoding="utf-8") for m in MODULES}
+    return {f"{m}.py": inspect.getsource(impl.module(m)) for m in REQUIRED_MODULES}

@@ -1,7 +1,7 @@
 """Two-step smoke runs of both training scripts, and their error paths (not graded).
 
 The scripts run in-process (runpy) on the tiny preset and the CPU, with a working implementation
-(the answer key, or in a student release your finished rl/ files; see conftest.py).
+(the one --impl names, your rlhf_practice/rl/ by default, once its functions are written; see conftest.py).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
     assert code == 3 and not run.exists(), "no empty run folder should be left behind"
     assert "no such folder" not in err, "the stub check must come before loading the model"
     line = next(line for line in err.splitlines() if line.startswith("error:"))
-    assert "compute_advantages" in line and "TASKS.md §1.2" in line and "--impl answer" in line
+    assert "compute_advantages" in line and "TASKS.md §1.2" in line and "pytest -m graded" in line
     assert "Traceback" not in err
 
 
@@ -250,6 +250,18 @@ def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
     assert "final kl/ref" in header and "final response/distinct" in header, header
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| PPO token --beta")]
     assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), proc.stdout
+
+
+def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path) -> None:
+    """A function not written yet stops the benchmark as it stops the scripts: one line, exit 3, no figures."""
+    rl = {f"{m}.py": (ROOT / f"rlhf_practice/rl/{m}.py").read_text() for m in ("ppo", "grpo")}
+    stub = _impl_folder(tmp_path / "stub_impl", rl, STUB)
+    command = [sys.executable, "scripts/benchmark.py", "--impl", str(stub), "--seeds", "0", "1"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("running ")]
+    assert proc.returncode == 3 and not proc.stdout, (proc.returncode, proc.stdout)
+    assert len(errors) == 1 and errors[0].startswith("error: compute_advantages is not implemented yet"), errors
+    assert "TASKS.md §1.2" in errors[0] and proc.stderr.count("running ") == 1, "the first run stops the benchmark"
 
 
 def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path) -> None:

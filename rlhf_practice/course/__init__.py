@@ -1,10 +1,10 @@
-"""The course, declared once: which student file holds which graded function, where the answer key
-is, which TASKS.md section explains each function, and how many points it is worth.
+"""The course, declared once: which student file holds which graded function, which TASKS.md section
+explains each function, and how many points it is worth.
 
 Everything that needs to know the course reads :data:`GRADED`: the student-file generator, the
-scaffold tests, the pytest plugin, the grader, the mutation check and the release
-(``python -m instructor release OUT``). :func:`load_impl` picks whose implementation runs;
-the answer key is reached only through it, never imported directly.
+scaffold tests, the pytest plugin, the grader, the mutation check and the student release.
+:func:`load_impl` picks whose implementation runs; the instructor's answer key is reached only
+through it, never imported directly.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.errors import ConfigError
 
 ROOT = PACKAGE_DIR.parent
-ANSWER_DIR = ROOT / "answer"
+ANSWER_DIR = ROOT / "answer"  # the instructor's answer key: not part of a student release
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo" or "token_level": rlhf_practice/rl/<module>.py, answer/<module>_answer.py
+    module: str  # "ppo", "grpo" or "token_level": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
 
@@ -40,7 +40,8 @@ class GradedFunction:
 
     @property
     def answer_file(self) -> str:
-        return f"answer/{self.module}_answer.py"
+        """The answer key's version of the student file (instructor's copy only), relative to the repository."""
+        return answer_path(self.module).relative_to(ROOT).as_posix()
 
 
 GRADED: tuple[GradedFunction, ...] = (
@@ -57,6 +58,11 @@ GRADED: tuple[GradedFunction, ...] = (
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py only for tasks 7-9
+
+
+def answer_path(module: str) -> Path:
+    """Where the instructor's copy keeps the answer key's version of rlhf_practice/rl/<module>.py."""
+    return ANSWER_DIR / f"{module}_answer.py"  # a student release has no such file
 
 
 def has_answer_key() -> bool:
@@ -149,9 +155,10 @@ def _load_file(path: Path, module_name: str) -> ModuleType:
 def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
-    ``name`` is "student" (``rlhf_practice/rl/``), "answer" (``answer/*_answer.py``) or a folder
-    that holds ``ppo.py`` and ``grpo.py`` and, for tasks 7-9, ``token_level.py`` (a copy of a
-    student's ``rlhf_practice/rl/``). Missing ppo.py or grpo.py is reported at once, a missing
+    ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py``
+    and, for tasks 7-9, ``token_level.py`` (a copy of a student's ``rlhf_practice/rl/``). The
+    instructor's copy also takes its answer key (:func:`answer_path`); a student release, which has
+    none, says so in one line. Missing ppo.py or grpo.py is reported at once, a missing
     token_level.py when it is first needed; the modules themselves are imported on first use.
     """
     if name == "student":
@@ -162,11 +169,14 @@ def load_impl(name: str = "student") -> Impl:
                 "impl='answer': the answer key is not part of this student release; run your own "
                 "implementation (--impl student, the default)."
             )
-        files = {m: ANSWER_DIR / f"{m}_answer.py" for m in MODULES}
+        files = {m: answer_path(m) for m in MODULES}
     else:
         folder = Path(name).expanduser()
         if not folder.is_dir():
-            raise ConfigError(f'impl={name!r} is neither "student", "answer" nor a folder; use one of those.')
+            raise ConfigError(
+                f'impl={name!r} is neither "student" nor a folder; give "student" (your rlhf_practice/rl/) '
+                "or a folder with ppo.py and grpo.py."
+            )
         files = {m: folder / f"{m}.py" for m in MODULES}
     missing = [str(files[m]) for m in REQUIRED_MODULES if not files[m].is_file()]
     if missing:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from instructor.grading import FUNCTIONS, main
+from instructor.grading import FUNCTIONS, _what_it_is, main
 from instructor.release import student_files
-from rlhf_practice.course import GRADED, MODULES, ROOT
+from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
 KEY = {f"{m}.py": (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
@@ -143,12 +144,34 @@ def _submission(folder: Path, ppo: str, grpo: str, token_level: str | None = Non
     return folder
 
 
+# Submissions with an entry that is not a regular file (made by _not_regular_files): what their note says.
+NOT_REGULAR = {
+    "linked_to_the_key": f"ppo.py is a symbolic link (to {str(answer_path('ppo'))!r})",
+    "named_pipe": "token_level.py is a named pipe",
+    "folder": "grpo.py is a folder",
+}
+
+
+def _not_regular_files(tmp_path: Path) -> list[Path]:
+    """The submissions of NOT_REGULAR: the key's files linked, a named pipe, a folder where grpo.py goes."""
+    linked = tmp_path / "linked_to_the_key"
+    linked.mkdir()
+    for module in MODULES:
+        (linked / f"{module}.py").symlink_to(answer_path(module))
+    os.mkfifo(_submission(tmp_path / "named_pipe", KEY["ppo.py"], KEY["grpo.py"]) / "token_level.py")
+    folder = _submission(tmp_path / "folder", KEY["ppo.py"], KEY["grpo.py"])
+    (folder / "grpo.py").unlink()
+    (folder / "grpo.py").mkdir()
+    return [linked, tmp_path / "named_pipe", folder]
+
+
 def _grade(tmp_path: Path, cheats: dict[str, str], *extra: str, capsys) -> dict[str, dict[str, str]]:
     subs = [
         _submission(tmp_path / "key", KEY["ppo.py"], KEY["grpo.py"], KEY["token_level.py"]),
         _submission(tmp_path / "stubs", STUBS["ppo.py"], STUBS["grpo.py"], STUBS["token_level.py"]),
         _submission(tmp_path / "half_done", KEY["ppo.py"], STUBS["grpo.py"]),
     ]
+    subs += _not_regular_files(tmp_path)  # refused before any child runs
     subs += [_submission(tmp_path / name, textwrap.dedent(code), STUBS["grpo.py"]) for name, code in cheats.items()]
     planted = tmp_path / "stubs"  # a planted pytest configuration must change nothing
     (planted / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
@@ -179,6 +202,10 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
     assert "token_level.py missing" in rows["half_done"]["notes"]
     scores = {name: float(rows[name]["total"]) for name in cheats}
     assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"
+    for name, what in NOT_REGULAR.items():  # whatever they hold, and the link leads to the key itself
+        note = rows[name]["notes"]
+        assert float(rows[name]["total"]) == 0 and note.startswith("scored 0: ") and what in note, (name, note)
+        assert note.endswith("; a submission holds regular files only") and "\n" not in note
 
 
 def test_grading_key_stubs_half_done_and_quick_cheats(tmp_path: Path, capsys) -> None:
@@ -201,3 +228,12 @@ def test_not_a_folder_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path / "missing")])
     assert exit_.value.code == 2
+
+
+def test_what_a_refused_entry_is_in_words(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to("../answer/ppo_answer.py")
+    entries = {"/dev/null": "a device", tmp_path: "a folder", tmp_path / "pipe": "a named pipe"}
+    entries[tmp_path / "link"] = "a symbolic link (to '../answer/ppo_answer.py')"
+    for path, words in entries.items():
+        assert _what_it_is(Path(path), os.lstat(path).st_mode) == words

@@ -58,6 +58,46 @@ def test_release_documents_name_only_what_the_release_has(release: Path) -> None
         source = (ROOT / doc).read_text(encoding="utf-8")
         kept = [h for h in re.findall(r"(?m)^##+ .*", source) if h != "## 教师：发给学生、演示与批改"]
         assert re.findall(r"(?m)^##+ .*", text) == kept, f"{doc}: the release lost a section"
+    assert "```bash\npytest --impl answer\n```" in (ROOT / "README.md").read_text(encoding="utf-8"), (
+        "the instructor's README gives the key's test command"
+    )
+
+
+# Text that sends a reader to the answer key or the instructor's tools, neither of which the release has.
+KEY_POINTERS = re.compile(
+    r"""impl[ =]+['"]?answer|RLHF_IMPL=answer|answer/|_answer\.py|['"]answer['"]|instructor/|python -m instructor"""
+)
+# The only shipped lines allowed to match: each says the key is not shipped, or is the one place the
+# package (or a test) names it. (file, text the line contains)
+NAMES_THE_KEY = (
+    ("rlhf_practice/course/__init__.py", 'ANSWER_DIR = ROOT / "answer"  # the instructor\'s answer key: not part of a'),
+    (
+        "rlhf_practice/course/__init__.py",
+        'return ANSWER_DIR / f"{module}_answer.py"  # a student release has no such file',
+    ),
+    ("rlhf_practice/course/__init__.py", 'if name == "answer":'),  # the branch that says the key is not shipped:
+    ("rlhf_practice/course/__init__.py", "\"impl='answer': the answer key is not part of this student release;"),
+    ("tests/test_layers.py", 'in ("instructor", "answer", "scripts", "train_ppo", "train_grpo")'),  # never imported
+)
+
+
+def test_release_never_points_at_the_answer_key(release: Path) -> None:
+    """Every file the release holds (binary ones read as bytes: the recorded cases carry hints) is free of
+    commands and paths that need the key, but for the lines of NAMES_THE_KEY."""
+    hits, allowed_seen = [], set()
+    for path in sorted(p for p in release.rglob("*") if p.is_file()):
+        name = path.relative_to(release).as_posix()
+        for number, line in enumerate(path.read_bytes().decode("utf-8", errors="replace").splitlines(), 1):
+            if not KEY_POINTERS.search(line):
+                continue
+            allowed = [entry for entry in NAMES_THE_KEY if entry[0] == name and entry[1] in line]
+            allowed_seen.update(allowed)
+            if not allowed:
+                hits.append(f"{name}:{number}: {line.strip()[:160]}")
+    assert not hits, "the student release points at the answer key, which it does not have:\n" + "\n".join(hits)
+    assert allowed_seen == set(NAMES_THE_KEY), (
+        f"allowed lines no longer in the release: {set(NAMES_THE_KEY) - allowed_seen}"
+    )
 
 
 def test_release_doc_markers() -> None:
