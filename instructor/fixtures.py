@@ -4,8 +4,8 @@
 
 The recorded cases are made on one machine and checked on every other. Two correct ``exp``s, or two
 summation orders, may differ by an ulp, so a float is compared with a tolerance per dtype, and
-everything else exactly: ids, shapes, dtypes, hints, kwargs, the mistakes and their order (the first
-that matches names a wrong result), which gradients must be zero, integer and boolean tensors.
+everything else exactly: ids, shapes, dtypes, texts, kwargs, the mistakes and their order (the order
+in which a message names those that match), which gradients must be zero, integer and boolean tensors.
 
 A float tensor ``T`` agrees when ``max|recorded - fresh| <= rtol * max|T| + atol * max|E| + tiny``:
 
@@ -84,7 +84,7 @@ def _differences(recorded: object, fresh: object, path: str, scale: float | list
         if recorded.keys() != fresh.keys():
             out.append(f"{path}: keys {sorted(map(str, recorded.keys() ^ fresh.keys()))} on one side only")
             return
-        if list(recorded) != list(fresh):  # the mistakes' order is their precedence: the first match names it
+        if list(recorded) != list(fresh):  # the mistakes' order: a message names the matching ones in it
             out.append(f"{path}: the same keys in another order")
             return
         for key in recorded:

@@ -10,18 +10,19 @@ in-process, in place of the key's function. A variant may call the key's ``maske
 is its function's name, unique in this module.
 
 The graded cases record what each wrong variant returns on their inputs (:mod:`instructor.cases`),
-so a student's function that returns the same is told the variant's ``diagnosis``: the whole
-sentence the student reads after "This matches a common mistake:". A diagnosis the generic checks
-already give (NaN, shape, dtype, gradient, in-place) is a few words of their message instead.
+NaN included, so a student's function that returns the same is told the variant's ``diagnosis``: the
+whole sentence the student reads after "This matches a common mistake:". A diagnosis the generic
+checks already give (shape, dtype, gradient, in-place) is a few words of their message instead.
 
-Order is precedence: the order of the functions below is the catalog's. When two wrong variants
-return the same on a case, only the first is recorded there, and a result that matches two recorded
-mistakes is named by the first. So each function's wrong variants go from the most specific to the
-most general; for a function returning a tuple, mistakes in a later part (e.g. only the returns of
-``compute_gae``) come first.
+A result that matches several recorded mistakes (two variants can agree on one input: ``max`` for
+``min`` and a flipped sign agree on the §2.1 table) is told all of them, in the order of the functions
+below; a diagnosis is never given alone where another mistake returns the same. So the order is only
+the order a student reads them in: the most specific first; for a function returning a tuple, mistakes
+in a later part (e.g. only the returns of ``compute_gae``) first. A wrong variant's failures must name
+it, and no failure may name other mistakes without it (:mod:`instructor.mutations`).
 
-To catalogue a new mistake: write its function below, in its graded function's section and at its
-place in the precedence, then ``python -m instructor fixtures`` and ``python -m instructor mutations``.
+To catalogue a new mistake: write its function below, in its graded function's section, then
+``python -m instructor fixtures`` and ``python -m instructor mutations``.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def values_not_detached(rewards, values, normalize=True, eps=1e-8):
     return a
 
 
-@wrong("compute_advantages", "NaN")
+@wrong("compute_advantages", "NaN from a zero std: divide by (std + eps), with the eps argument")
 def no_eps(rewards, values, normalize=True, eps=1e-8):
     a = rewards - values.detach()
     if normalize:
@@ -302,7 +303,10 @@ def min_of_ratios(new_logprobs, old_logprobs, advantages, clip_range):
     return -(torch.min(ratio, ratio.clamp(1 - clip_range, 1 + clip_range)) * a).mean()
 
 
-@wrong("ppo_clip_loss", "exp(new) / exp(old)")
+@wrong(
+    "ppo_clip_loss",
+    "ratio = exp(new_logprobs) / exp(old_logprobs) is 0 / 0 for log-probs around -300 (compute exp(new_logprobs - old_logprobs))",
+)
 def exp_ratio_of_probs(new_logprobs, old_logprobs, advantages, clip_range):
     ratio = torch.exp(new_logprobs) / torch.exp(old_logprobs.detach())
     a = advantages.detach()
@@ -369,6 +373,30 @@ def wrong_grouping_order(rewards, group_size, normalize=True, eps=1e-8):
     return a.reshape(-1)
 
 
+@wrong(
+    "compute_group_advantages",
+    "rewards.view(group_size, -1) is (K, B): each row holds B consecutive rewards, replies of different prompts (group with view(-1, group_size), i.e. (B, K), and reduce over dim=1)",
+)
+def swapped_view_reduced_over_rows(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(group_size, -1)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=1, keepdim=True) + eps)
+    return a.reshape(-1)
+
+
+@wrong(
+    "compute_group_advantages",
+    "statistics over dim=0 of the (B, K) view, across prompts; a group's mean and std are over dim=1, its K replies",
+)
+def statistics_across_prompts(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g - g.mean(dim=0, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=0, keepdim=True) + eps)
+    return a.reshape(-1)
+
+
 @wrong("compute_group_advantages", "normalize flag ignored")
 def group_always_normalizes(rewards, group_size, normalize=True, eps=1e-8):
     g = rewards.view(-1, group_size)
@@ -429,7 +457,7 @@ def group_population_std(rewards, group_size, normalize=True, eps=1e-8):
     return a.reshape(-1)
 
 
-@wrong("compute_group_advantages", "NaN")
+@wrong("compute_group_advantages", "NaN from a zero std: a group whose rewards are all equal needs (group std + eps)")
 def group_no_eps(rewards, group_size, normalize=True, eps=1e-8):
     g = rewards.view(-1, group_size)
     a = g - g.mean(dim=1, keepdim=True)
@@ -534,7 +562,7 @@ def dim_ignored(values, mask, dim=None):
     return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
-@wrong("masked_mean", "clamp the denominator")
+@wrong("masked_mean", "0 / 0 for a row with no real token: clamp the denominator sum(mask) to at least 1")
 def no_clamp(values, mask, dim=None):
     return (values * mask).sum(dim=dim) / mask.sum(dim=dim)
 
@@ -670,7 +698,10 @@ def padding_keeps_its_return(rewards, values, mask, gamma, lam):
     return adv, adv + values
 
 
-@wrong("compute_gae", "GAE run left to right: A_t needs A_{t+1}, so start at the last token and go backwards")
+@wrong(
+    "compute_gae",
+    "GAE run left to right: the previous token's V_{t-1} and A_{t-1} were used as the next ones; A_t needs V_{t+1} and A_{t+1}, so start at the last token and go backwards",
+)
 def left_to_right_previous_token_as_the_next(rewards, values, mask, gamma, lam):
     values = values.detach()
     t_max = rewards.shape[1]
@@ -765,6 +796,104 @@ def runs_into_padding(rewards, values, mask, gamma, lam):
         last = delta + gamma * lam * last
         adv[:, t] = last
     return adv * mask, (adv + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "GAE bootstrapped from the padding: after a reply's last real token V_{t+1} must be 0 (next_value = V[:, t] * mask[:, t])",
+)
+def next_value_not_masked(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    next_value = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = (delta + gamma * lam * next_advantage) * mask[:, t]
+        next_value = values[:, t]
+        advantages[:, t] = next_advantage
+    return advantages, (advantages + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "the padding's advantages leaked into the reply: A_{t+1} after a reply's last real token must be 0 (multiply next_advantage by mask[:, t] inside the loop; masking A at the end is too late)",
+)
+def advantages_masked_only_at_the_end(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    next_value = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = delta + gamma * lam * next_advantage
+        next_value = values[:, t] * mask[:, t]
+        advantages[:, t] = next_advantage
+    advantages = advantages * mask
+    return advantages, (advantages + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "the padding's rewards leaked into the reply through A_{t+1}: masking the values is not enough (multiply next_advantage by mask[:, t] inside the loop)",
+)
+def only_values_masked(rewards, values, mask, gamma, lam):
+    values = values.detach() * mask
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    next_value = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = delta + gamma * lam * next_advantage
+        next_value = values[:, t]
+        advantages[:, t] = next_advantage
+    advantages = advantages * mask
+    return advantages, (advantages + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "delta_t used V_t in place of V_{t+1}: next_value was overwritten before delta was computed (compute delta first, then next_value = V[:, t] * mask[:, t])",
+)
+def next_value_overwritten_before_use(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        next_value = values[:, t] * mask[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = (delta + gamma * lam * next_advantage) * mask[:, t]
+        advantages[:, t] = next_advantage
+    return advantages, (advantages + values) * mask
+
+
+@wrong("compute_gae", "delta_t used V_{t-1}, the previous token's value, in place of V_{t+1}")
+def previous_value_as_the_next(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(t_max)):
+        prev_v = values[:, t - 1] * mask[:, t - 1] if t > 0 else torch.zeros_like(last)
+        last = (rewards[:, t] + gamma * prev_v - values[:, t] + gamma * lam * last) * mask[:, t]
+        adv[:, t] = last
+    return adv, (adv + values) * mask
+
+
+@wrong(
+    "compute_gae",
+    "GAE run left to right: A_{t+1} was read before it was computed (still 0), so A_t = delta_t; start at the last token and go backwards",
+)
+def left_to_right_reads_the_next_advantage_too_early(rewards, values, mask, gamma, lam):
+    values = values.detach()
+    t_max = rewards.shape[1]
+    advantages = torch.zeros_like(rewards)
+    for t in range(t_max):
+        next_value = values[:, t + 1] * mask[:, t + 1] if t + 1 < t_max else torch.zeros_like(rewards[:, 0])
+        next_advantage = advantages[:, t + 1] if t + 1 < t_max else torch.zeros_like(rewards[:, 0])
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        advantages[:, t] = (delta + gamma * lam * next_advantage) * mask[:, t]
+    return advantages, (advantages + values) * mask
 
 
 @wrong("compute_gae", "missing detach")

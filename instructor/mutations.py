@@ -1,5 +1,5 @@
-"""The mutation check: every catalogued mistake fails the graded cases, and names itself; every right
-variant passes.
+"""The mutation check: every catalogued mistake fails the graded cases, names itself, and is never
+told another mistake alone; every right variant passes.
 
     python -m instructor mutations
 
@@ -12,6 +12,7 @@ and the grader use. Prints one line per variant and exits 1 if any verdict is un
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 from functools import cache
 
@@ -19,6 +20,7 @@ from instructor.mistakes import CATALOG, Variant
 from rlhf_practice.checks import check_case, load_cases, run_case
 
 HIDDEN_SEED = 7  # the fresh inputs: any seed other than the fixtures' one
+MATCHES = "This matches"  # how a failure that names recorded mistakes says so (rlhf_practice.checks)
 
 
 @dataclass
@@ -30,13 +32,19 @@ class Verdict:
     def ok(self) -> bool:
         if self.variant.verdict == "right":
             return not self.messages
-        return any(self.variant.diagnosis in message for message in self.messages)
+        return any(self.variant.diagnosis in message for message in self.messages) and not self.misnamed
+
+    @property
+    def misnamed(self) -> list[str]:
+        """The failures that name recorded mistakes, but not this one: a false diagnosis."""
+        return [m for m in self.messages if MATCHES in m and self.variant.diagnosis not in m]
 
     @property
     def shown(self) -> str:
-        """The message that names the mistake (else the first one), or "passed"."""
+        """A false diagnosis if there is one, else the message that names the mistake (else the first
+        one), or "passed"."""
         named = [m for m in self.messages if self.variant.diagnosis and self.variant.diagnosis in m]
-        return (named or self.messages or ["passed"])[0]
+        return (self.misnamed or named or self.messages or ["passed"])[0]
 
 
 @cache
@@ -48,9 +56,11 @@ def all_cases() -> tuple[dict, ...]:
 
 def judge(variant: Variant) -> Verdict:
     """Run ``variant`` on every case of its function; collect the failures' messages."""
-    messages = [
-        check_case(case, run_case(variant.fn, case)) for case in all_cases() if case["function"] == variant.function
-    ]
+    with warnings.catch_warnings():  # what a variant warns about is its mistake, reported by the verdict
+        warnings.simplefilter("ignore")
+        messages = [
+            check_case(case, run_case(variant.fn, case)) for case in all_cases() if case["function"] == variant.function
+        ]
     return Verdict(variant, [m for m in messages if m])
 
 

@@ -9,8 +9,8 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
     args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally
     expected      the expected result: a tensor, or a list of tensors when the function returns a
                   tuple; then ``outputs`` names them ("advantages", "returns")
-    mistakes      {description of a common mistake: what that mistake returns}, for diagnoses
-    hint          a sentence added to a plain mismatch
+    mistakes      {description of a common mistake: what that mistake returns}, for diagnoses; a
+                  result that matches several (they agree on this input) is told all of them
     grad_of       names of the inputs that require grad; backward() runs on sum(result * grad_weights)
     grads         {input name: {"expected": tensor, "mistakes": {...}, "message": str}}; an all-zero
                   expected gradient means "no gradient may reach this input" and message says why
@@ -88,12 +88,22 @@ def _fmt(t: torch.Tensor) -> str:
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Equal within the tolerance of ``dtype``; NaN and inf count as equal where both hold them."""
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), **tolerance)
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), equal_nan=True, **tolerance)
 
 
-def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict, hint: str) -> str | None:
-    """None if ``actual`` equals ``expected`` (type, shape, dtype, values); else one sentence saying what differs."""
+def _named(actual: torch.Tensor, mistakes: dict, dtype: torch.dtype) -> str:
+    """ " This matches ..." naming every recorded mistake that returns ``actual``; "" if none does."""
+    names = [mistake for mistake, wrong in mistakes.items() if _close(actual, wrong, dtype)]
+    if len(names) > 1:
+        return f" This matches one of these common mistakes (they agree on this input): {'; or '.join(names)}."
+    return f" This matches a common mistake: {names[0]}." if names else ""
+
+
+def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict) -> str | None:
+    """None if ``actual`` equals ``expected`` (type, shape, dtype, values); else one sentence saying what
+    differs, naming the recorded ``mistakes`` that return the same (NaN included)."""
     if type(actual) is not torch.Tensor:
         return (
             f"{what}: returned {actual if isinstance(actual, str) else type(actual).__name__}, expected a torch.Tensor."
@@ -105,9 +115,14 @@ def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict, h
         elif actual.numel() == expected.numel():
             extra = " Same number of elements: flatten the result back to the shape of the input."
         return f"{what}: returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape).{extra}"
+    named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
     if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
-        advice = hint or "Look for a division by a zero std (add eps) or exp() of a large number."
-        return f"{what}: returned {_fmt(actual)}, which holds NaN/inf; expected {_fmt(expected)}. {advice}"
+        # Which step made the NaN is known only when a recorded mistake makes the same one.
+        advice = named or (
+            " Find the step that makes it (e.g. a division by a zero std without eps, the std of a single"
+            " value, exp() of a large number)."
+        )
+        return f"{what}: returned {_fmt(actual)}, which holds NaN/inf; expected {_fmt(expected)}.{advice}"
     if actual.dtype != expected.dtype:
         return (
             f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (the input's dtype); "
@@ -115,23 +130,26 @@ def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict, h
         )
     if _close(actual, expected, expected.dtype):
         return None
-    for mistake, wrong in mistakes.items():
-        if _close(actual, wrong, expected.dtype):
-            return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}. This matches a common mistake: {mistake}."
-    return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}. {hint}".rstrip()
+    return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}.{named}"
 
 
 def _compare_output(case: dict, actual: object) -> str | None:
     """:func:`compare` for one result, or for each part of a tuple result (``case["outputs"]``)."""
     names = case.get("outputs")
     if not names:
-        return compare(actual, case["expected"], case["what"], case["mistakes"], case["hint"])
+        return compare(actual, case["expected"], case["what"], case["mistakes"])
     if not isinstance(actual, list) or len(actual) != len(names):
         got = f"{len(actual)} tensors" if isinstance(actual, list) else actual
         return f"{case['what']}: returned {got}, expected a tuple of {len(names)} tensors ({', '.join(names)})."
+    expected = case["expected"]
     for i, name in enumerate(names):
-        mistakes = {k: v[i] for k, v in case["mistakes"].items()}
-        message = compare(actual[i], case["expected"][i], f"{case['what']}, {name}", mistakes, case["hint"])
+        # The first part that differs is diagnosed, by the mistakes that get the parts before it right.
+        mistakes = {
+            k: v[i]
+            for k, v in case["mistakes"].items()
+            if all(_close(v[j], expected[j], expected[j].dtype) for j in range(i))
+        }
+        message = compare(actual[i], expected[i], f"{case['what']}, {name}", mistakes)
         if message:
             return message
     return None
@@ -158,7 +176,7 @@ def check_case(case: dict, result: dict) -> str | None:
             message = f"{name}: the result carries no gradient to {arg}; do not detach {arg}."
         else:
             what = f"gradient of {name} w.r.t. {arg} ({case['what']})"
-            message = compare(got, grad["expected"], what, grad["mistakes"], "")
+            message = compare(got, grad["expected"], what, grad["mistakes"])
     if not message and case["unmodified"] and result["modified"]:
         message = (
             f"{name} changed its input `{result['modified'][0]}` in place (e.g. with -=, /= or .sub_()); "

@@ -291,3 +291,61 @@ def test_every_experiment_the_docs_name_exists() -> None:
     named = {n for doc in DOCS for n in re.findall(r"scripts/experiments\.py (\w+)", (ROOT / doc).read_text("utf-8"))}
     assert named, "the docs name no experiment"
     assert named <= set(spec["EXPERIMENTS"]), sorted(named - set(spec["EXPERIMENTS"]))
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_no_control_characters(doc: str) -> None:
+    """A TAB or other control character is a typo (``"\\text"`` in a non-raw string is a TAB and "ext")."""
+    for number, line in enumerate((ROOT / doc).read_text(encoding="utf-8").split("\n"), 1):
+        found = re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", line)
+        assert not found, f"{doc}:{number}: control character {found.group()!r} in {line[:60]!r}"
+
+
+def _k_true(expression: str, matches) -> bool:
+    """A pytest ``-k`` expression (names, and/or/not, parentheses) with ``matches(name)`` for each name."""
+    python = re.sub(
+        r"[\w.\[\]-]+",
+        lambda m: m.group() if m.group() in ("and", "or", "not") else str(matches(m.group())),
+        expression,
+    )
+    return eval(python)  # only True, False, and, or, not and parentheses are left
+
+
+def _k_selects(expression: str) -> set[str]:
+    """The graded functions whose tests ``pytest -m graded -k expression`` selects (a name matches where
+    it is a part of a test's name, as pytest's -k does)."""
+    return {
+        case["function"]
+        for test, case in zip(_graded_test_names(), load_cases())
+        if _k_true(expression, lambda name, test=test: name.lower() in test.lower())
+    }
+
+
+def _k_uses() -> list[tuple[str, str, str]]:
+    """(doc, the -k expression, the text of the ``## `` chapter it is in) for every ``-k`` the docs show."""
+    uses = []
+    for doc in DOCS:
+        for chapter in re.split(r"^## ", (ROOT / doc).read_text(encoding="utf-8"), flags=re.M):
+            for quoted, bare in re.findall(r"-k (?:\"([^\"]+)\"|([^\s`\"]+))", chapter):
+                uses.append((doc, quoted or bare, chapter))
+    return uses
+
+
+@pytest.mark.parametrize(("doc", "expression", "chapter"), _k_uses(), ids=[f"{d}:{e}" for d, e, _ in _k_uses()])
+def test_k_selects_what_the_text_says(doc: str, expression: str, chapter: str) -> None:
+    """A ``-k`` of function or file names selects their tests and no other function's; a ``-k`` of a
+    case's name selects one function's tests, a function the chapter around it names."""
+    selected = _k_selects(expression)
+    assert selected, f"{doc}: -k {expression!r} selects no graded test"
+    names = {g.function for g in GRADED} | {g.module for g in GRADED}
+    words = set(re.findall(r"\w+", expression)) - {"and", "or", "not"}
+    if words <= names:
+        by_name = {g.function for g in GRADED if _k_true(expression, lambda name, g=g: name in (g.function, g.module))}
+        assert selected == by_name, f"{doc}: -k {expression!r} also selects {sorted(selected - by_name)}"
+    else:
+        assert len(selected) == 1, (
+            f"{doc}: -k {expression!r} selects the tests of {sorted(selected)}; name the function too"
+        )
+        assert f"`{next(iter(selected))}`" in chapter, (
+            f"{doc}: -k {expression!r} selects {selected} outside its chapter"
+        )

@@ -1,5 +1,5 @@
 """The catalog of mistakes (instructor/mistakes.py) against the graded cases: every wrong variant fails
-with its diagnosis, every right variant passes (python -m instructor mutations prints the same)."""
+with its diagnosis and is never told other mistakes alone, every right variant passes (python -m instructor mutations prints the same)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def test_variant_gets_its_verdict(variant: Variant) -> None:
         assert not verdict.messages, f"a right answer fails: {verdict.messages[0]}"
     else:
         assert verdict.messages, "a catalogued mistake passes every graded case"
+        assert not verdict.misnamed, f"a failure names other mistakes only: {verdict.misnamed[0]}"
         assert verdict.ok, f"no failure names the mistake ({variant.diagnosis!r}); the first says: {verdict.shown}"
 
 
