@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from _runs import ROOT, _impl_folder, _metrics, run_script
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlhf_practice import compare
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
@@ -38,6 +37,8 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     err = capsys.readouterr().err
     assert code == 0, err
     assert "finished after 2 steps" in err and "policy saved to" in err
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # see tests/test_layers.py
 
     events = EventAccumulator(str(run))
     events.Reload()
