@@ -199,6 +199,8 @@ def test_second_ctrl_c_during_the_save_waits_for_it(tmp_path: Path, capsys, work
     assert not list(run.glob(".policy-partial-*")) and json.loads((run / "summary.json").read_text())
 
 
+# The TensorBoard writer thread fails first; a traceback from it is what a user would see printed.
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_run_folder_gone_unwritable_saves_elsewhere(tmp_path: Path, capsys, working_sources) -> None:
     run_dir = tmp_path / "run"
     patch = (
