@@ -133,6 +133,7 @@ def test_default_run_names_never_collide(tmp_path: Path, working_impl: str) -> N
     for _ in range(2):  # two runs started within the same second, without --run_name
         config = preset_config(GRPOConfig, "tiny")
         config.impl, config.device, config.run_dir, config.num_steps = working_impl, "cpu", str(tmp_path), 1
+        config.data.max_samples = 256
         with training_run(config) as run:
             folders.add(run.logger.run_dir)
     assert len(folders) == 2 and all(f.is_dir() for f in folders)

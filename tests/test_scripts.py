@@ -247,6 +247,7 @@ def test_experiments_command_prints_its_table(capsys, working_token_impl: str) -
     """scripts/experiments.py (the tables of TASKS.md's experiments), on two tiny steps per run; it
     starts each run as a subprocess, as a user would."""
     tiny = ["--num_steps", "2", "--train_batch_size", "8", "--max_new_tokens", "6", "--device", "cpu"]
+    tiny += ["--data.max_samples", "256"]
     code = _run_cli("scripts/experiments.py", "kl_ref", "--seeds", "0", "--impl", working_token_impl, "--extra", *tiny)
     out = capsys.readouterr()
     assert code == 0, out.err
