@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -143,7 +144,11 @@ class RunLogger:
         self.run_dir.mkdir(parents=True, exist_ok=False)
         record = {"algorithm": self.algorithm, **dataclasses.asdict(config)}
         (self.run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
+        started = set(threading.enumerate())
         self.writer = SummaryWriter(log_dir=str(self.run_dir))
+        self._writer_threads = set(threading.enumerate()) - started  # TensorBoard writes from a thread of its own
+        self._excepthook = threading.excepthook
+        threading.excepthook = self._writer_thread_failed
         layout = {group: {tag: ["Multiline", [f"^{tag}$"]] for tag in tags} for group, tags in LAYOUT.items()}
         self.writer.add_custom_scalars(layout)
         self._files = {name: open(self.run_dir / name, "w", newline="") for name in ("metrics.csv", "timing.csv")}
@@ -154,6 +159,14 @@ class RunLogger:
         self.steps_done = 0
         self._bar: tqdm | None = None
         self._phase_seconds: dict[str, float] = {}
+
+    def _writer_thread_failed(self, args: threading.ExceptHookArgs) -> None:
+        """``threading.excepthook`` while the run is open. When the run folder goes away, TensorBoard's
+        writer thread dies with the OSError and hands it to the training loop, whose next write or flush
+        raises it (one line, from ``run_main``): print no traceback for the thread's copy."""
+        if args.thread in self._writer_threads and issubclass(args.exc_type, OSError):
+            return
+        self._excepthook(args)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -230,12 +243,16 @@ class RunLogger:
             f.flush()
 
     def close(self) -> None:
-        self.flush()
-        self.writer.close()
-        for f in (*self._files.values(), self._samples):
-            f.close()
-        if self._bar is not None:
-            self._bar.close()
+        try:
+            self.flush()
+            self.writer.close()
+            for f in (*self._files.values(), self._samples):
+                f.close()
+            if self._bar is not None:
+                self._bar.close()
+        finally:
+            if threading.excepthook == self._writer_thread_failed:
+                threading.excepthook = self._excepthook
 
 
 # ----------------------------------------------------------------------------- reading runs back

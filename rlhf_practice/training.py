@@ -299,7 +299,7 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
         return
     except OSError as err:  # the run folder went away or read-only: keep what was trained
         run.finish("stopped")
-        where = f"{err.strerror}: {err.filename}" if err.strerror else str(err)
+        where = f"{err.strerror}: {os.fsdecode(err.filename)}" if err.strerror and err.filename else str(err)
         raise TrainingError(
             f"step {run.logger.steps_done + 1}: could not write the logs ({where}); the policy was saved (see above)."
         ) from err

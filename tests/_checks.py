@@ -5,10 +5,19 @@ The comparison itself is :func:`rlhf_practice.checks.check_case`, the same one t
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 
-from rlhf_practice.checks import check_case, run_case
+from rlhf_practice.checks import check_case, load_cases, run_case
 from rlhf_practice.errors import ConfigError
+
+
+@cache
+def recorded_cases() -> tuple[dict, ...]:
+    """tests/fixtures/graded_cases.pt, read once: two test modules parametrize over it when pytest collects
+    (reading it takes a fifth of a second). Shared between tests: read it, never change it."""
+    return tuple(load_cases())
 
 
 def student_module(impl: object, name: str) -> object:

@@ -9,6 +9,8 @@ plugin is already registered through its entry point and that line is a no-op.
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 
 import pytest
 
@@ -16,6 +18,15 @@ from rlhf_practice.course import MODULES, REQUIRED_MODULES, Impl
 from rlhf_practice.errors import ConfigError
 
 pytest_plugins = ["rlhf_practice.pytest_plugin"]
+
+# The tests run a tiny model (4 layers of width 128) on a few short replies: a second CPU thread gains
+# nothing there, and while it waits for its share it spins, which on a busy 2-core machine makes a
+# training step tens of times slower. One thread here (torch reads OMP_NUM_THREADS when it is first
+# imported) and in the scripts the tests start; an OMP_NUM_THREADS of your own is kept.
+if "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # imported before this file (by another plugin): too late for the variable
+        sys.modules["torch"].set_num_threads(1)
 
 
 def _is_done(impl: Impl, modules: tuple[str, ...]) -> bool:

@@ -6,8 +6,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from rlhf_practice import ASSETS_DIR, PACKAGE_DIR
 
 ROOT = PACKAGE_DIR.parent
@@ -18,6 +16,12 @@ def _build_script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _shipped_corpus() -> list[dict]:
+    import pyarrow.parquet as pq  # imported here, as in every test module: see tests/test_layers.py
+
+    return pq.read_table(ASSETS_DIR / "tiny_reviews.parquet").to_pylist()
 
 
 def test_assets_fit_the_size_budget() -> None:
@@ -31,7 +35,7 @@ def test_build_script_reproduces_corpus_and_tokenizer(tmp_path: Path) -> None:
     build = _build_script()
     info = json.loads((ASSETS_DIR / "tiny_gpt2/build_info.json").read_text())
     rows = build.make_corpus(info["num_reviews"], info["seed"])
-    assert rows == pq.read_table(ASSETS_DIR / "tiny_reviews.parquet").to_pylist(), "corpus differs from the build"
+    assert rows == _shipped_corpus(), "corpus differs from the build"
     build.train_tokenizer([r["text"] for r in rows], info["vocab_size"], tmp_path)
     rebuilt = json.loads((tmp_path / "tokenizer.json").read_text())["model"]
     shipped = json.loads((ASSETS_DIR / "tiny_gpt2/tokenizer.json").read_text())["model"]
@@ -39,8 +43,7 @@ def test_build_script_reproduces_corpus_and_tokenizer(tmp_path: Path) -> None:
 
 
 def test_corpus_is_varied_and_balanced() -> None:
-    table = pq.read_table(ASSETS_DIR / "tiny_reviews.parquet").to_pylist()
-    texts = [r["text"] for r in table]
+    texts = [r["text"] for r in _shipped_corpus()]
     long_texts = [t for t in texts if len(t.split()) > 20]
     assert len(set(long_texts)) > 0.99 * len(long_texts), "long reviews should rarely repeat"
     # About half are a sentence or two (a few of those repeat: "What a waste of time."), so that a

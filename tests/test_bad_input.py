@@ -133,6 +133,7 @@ def test_default_run_names_never_collide(tmp_path: Path, working_impl: str) -> N
     for _ in range(2):  # two runs started within the same second, without --run_name
         config = preset_config(GRPOConfig, "tiny")
         config.impl, config.device, config.run_dir, config.num_steps = working_impl, "cpu", str(tmp_path), 1
+        config.data.max_samples = 256
         with training_run(config) as run:
             folders.add(run.logger.run_dir)
     assert len(folders) == 2 and all(f.is_dir() for f in folders)
@@ -199,6 +200,8 @@ def test_second_ctrl_c_during_the_save_waits_for_it(tmp_path: Path, capsys, work
     assert not list(run.glob(".policy-partial-*")) and json.loads((run / "summary.json").read_text())
 
 
+# The TensorBoard writer thread fails first; a traceback from it is what a user would see printed.
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_run_folder_gone_unwritable_saves_elsewhere(tmp_path: Path, capsys, working_sources) -> None:
     run_dir = tmp_path / "run"
     patch = (

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -30,6 +28,9 @@ def _write(folder: Path, kind: str) -> Path:
     path = folder / f"reviews.{kind}"
     rows = [{"text": t, "label": i % 2} for i, t in enumerate(TEXTS)]
     if kind == "parquet":
+        import pyarrow as pa  # imported here, as in every test module: see tests/test_layers.py
+        import pyarrow.parquet as pq
+
         pq.write_table(pa.Table.from_pylist(rows), path)
     elif kind == "csv":
         path.write_text("text,label\n" + "".join(f'"{r["text"]}",{r["label"]}\n' for r in rows))
@@ -47,6 +48,8 @@ def test_local_files_load_through_load_dataset(tmp_path: Path, kind: str) -> Non
 
 
 def test_tiny_corpus_has_imdb_schema() -> None:
+    import pyarrow.parquet as pq
+
     texts = load_texts("tiny", max_samples=50)
     assert len(texts) == 50 and all(isinstance(t, str) and t for t in texts)
     table = pq.read_table(Path(__file__).parents[1] / "rlhf_practice/assets/tiny_reviews.parquet")

@@ -20,9 +20,10 @@ from functools import cache
 
 import pytest
 import torch
+from _checks import recorded_cases
 
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.checks import check_case, load_cases
+from rlhf_practice.checks import check_case
 from rlhf_practice.config import flag_table
 from rlhf_practice.course import GRADED, load_impl, module_of
 
@@ -77,7 +78,7 @@ def _help(target: str) -> str:
 @cache
 def _graded_test_names() -> list[str]:
     """The graded tests' names with their ids (what ``-k`` can select), as tests/test_graded.py makes them."""
-    return [f"test_graded[{module_of(c['function'])}-{c['function']}-{c['id']}]" for c in load_cases()]
+    return [f"test_graded[{module_of(c['function'])}-{c['function']}-{c['id']}]" for c in recorded_cases()]
 
 
 def test_docs_have_commands() -> None:
@@ -249,7 +250,7 @@ def _number_lists(text: str) -> list[list[float]]:
     return [[float(x) for x in body.split(",")] for body in re.findall(r"\[(-?[\d.]+(?:,\s*-?[\d.]+)+)\]", text)]
 
 
-@pytest.mark.parametrize("case", [c for c in load_cases() if c["book"]], ids=lambda c: f"{c['function']}/{c['id']}")
+@pytest.mark.parametrize("case", [c for c in recorded_cases() if c["book"]], ids=lambda c: f"{c['function']}/{c['id']}")
 def test_book_examples_are_the_tests_examples(case: dict) -> None:
     """The hand-worked examples of TASKS.md (§1.2, §2.1, §3.1 and tasks 7-9) are the numbers the graded tests use."""
     args = dict(case["args"])
@@ -278,7 +279,7 @@ def test_appendix_message_is_one_a_test_prints() -> None:
     quoted = re.search(r"```text\n(.*?)\n```", appendix, flags=re.S).group(1)
     pattern = re.escape(quoted).replace(re.escape("[...]"), r"\[.*?\]")
     printed = []
-    for case in load_cases():
+    for case in recorded_cases():
         for wrong in case["mistakes"].values():
             result = {"error": None, "output": wrong, "requires_grad": False, "grads": {}, "modified": []}
             printed.append(check_case(case, result))
@@ -316,7 +317,7 @@ def _k_selects(expression: str) -> set[str]:
     it is a part of a test's name, as pytest's -k does)."""
     return {
         case["function"]
-        for test, case in zip(_graded_test_names(), load_cases())
+        for test, case in zip(_graded_test_names(), recorded_cases())
         if _k_true(expression, lambda name, test=test: name.lower() in test.lower())
     }
 

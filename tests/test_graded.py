@@ -9,9 +9,8 @@ the task book's worked examples (``-k book_example``). Test ids read ``file-func
 from __future__ import annotations
 
 import pytest
-from _checks import check, student_module
+from _checks import check, recorded_cases, student_module
 
-from rlhf_practice.checks import load_cases
 from rlhf_practice.course import module_of
 
 pytestmark = pytest.mark.graded
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.graded
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=f"{module_of(c['function'])}-{c['function']}-{c['id']}") for c in load_cases()],
+    [pytest.param(c, id=f"{module_of(c['function'])}-{c['function']}-{c['id']}") for c in recorded_cases()],
 )
 def test_graded(impl, case):
     check(student_module(impl, module_of(case["function"])), case)

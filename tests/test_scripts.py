@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import runpy
 import subprocess
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from _runs import ROOT, _impl_folder, _metrics, run_script
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlhf_practice import compare
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
@@ -38,6 +36,8 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
     err = capsys.readouterr().err
     assert code == 0, err
     assert "finished after 2 steps" in err and "policy saved to" in err
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # see tests/test_layers.py
 
     events = EventAccumulator(str(run))
     events.Reload()
@@ -153,11 +153,15 @@ def test_bad_group_size_is_one_line(tmp_path: Path, capsys, working_impl: str) -
 
 
 def _run_cli(script: str, *args: str) -> int:
+    """Run ``script`` with ``args`` in this process, as ``python script args`` would; returns its exit code."""
     old_argv, sys.argv = sys.argv, [script, *args]
     try:
         runpy.run_path(str(ROOT / script), run_name="__main__")
     except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
+        if isinstance(exit_.code, int):
+            return exit_.code
+        print(exit_.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+        return 1
     finally:
         sys.argv = old_argv
     return 0
@@ -240,16 +244,18 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
     assert "Retrying" not in err and not run.exists()
 
 
-def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
-    """scripts/experiments.py (the tables of TASKS.md's experiments), on two tiny steps per run."""
+def test_experiments_command_prints_its_table(capsys, working_token_impl: str) -> None:
+    """scripts/experiments.py (the tables of TASKS.md's experiments), on two tiny steps per run; it
+    starts each run as a subprocess, as a user would."""
     tiny = ["--num_steps", "2", "--train_batch_size", "8", "--max_new_tokens", "6", "--device", "cpu"]
-    command = [sys.executable, "scripts/experiments.py", "kl_ref", "--seeds", "0", "--impl", working_token_impl]
-    proc = subprocess.run([*command, "--extra", *tiny], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    header = next(line for line in proc.stdout.splitlines() if line.startswith("| run |"))
+    tiny += ["--data.max_samples", "256"]
+    code = _run_cli("scripts/experiments.py", "kl_ref", "--seeds", "0", "--impl", working_token_impl, "--extra", *tiny)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    header = next(line for line in out.out.splitlines() if line.startswith("| run |"))
     assert "final kl/ref" in header and "final response/distinct" in header, header
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| PPO token --beta")]
-    assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), proc.stdout
+    rows = [line for line in out.out.splitlines() if line.startswith("| PPO token --beta")]
+    assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), out.out
 
 
 def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path) -> None:
@@ -264,13 +270,11 @@ def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path)
     assert "TASKS.md §1.2" in errors[0] and proc.stderr.count("running ") == 1, "the first run stops the benchmark"
 
 
-def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path) -> None:
+def test_benchmark_against_trl_without_trl_is_one_line(capsys, monkeypatch) -> None:
     """TRL is a benchmark-only dependency: without it, --against-trl says how to get it, before running anything."""
-    blocker = tmp_path / "sitecustomize.py"
-    blocker.write_text("import sys\nsys.modules['trl'] = None  # import trl raises ImportError; find_spec says None\n")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    command = [sys.executable, "scripts/benchmark.py", "--against-trl", "--extra", "--num_steps", "1"]
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 1 and proc.stderr.strip() == (
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl raises ImportError; find_spec says None
+    code = _run_cli("scripts/benchmark.py", "--against-trl", "--extra", "--num_steps", "1")
+    err = capsys.readouterr().err
+    assert code == 1 and err.strip() == (
         "error: --against-trl needs TRL, a benchmark-only dependency: pip install trl==1.16.0"
-    ), proc.stderr
+    ), err

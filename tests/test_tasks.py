@@ -29,7 +29,9 @@ def test_an_unknown_task_is_one_config_error() -> None:
 
 
 def test_sentiment_batches_are_left_padded_and_repeatable() -> None:
-    task = build_task(preset_config(PPOConfig, "tiny"))
+    config = preset_config(PPOConfig, "tiny")
+    config.data.max_samples = 256
+    task = build_task(config)
     tokenizer = task.load_tokenizer()
     first, again = (next(task.prompt_batches(tokenizer, 8, seed=5)) for _ in range(2))
     assert first["input_ids"].shape == first["attention_mask"].shape and first["input_ids"].shape[0] == 8
