@@ -69,7 +69,7 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
 
     compare.main([str(tmp_path), "--out", str(tmp_path / "compare.png")])
     table = capsys.readouterr().out
-    assert f"| run | {algorithm} | 2 |" in table and (tmp_path / "compare.png").stat().st_size > 10_000
+    assert f"| run | {algorithm} | sequence | 2 |" in table and (tmp_path / "compare.png").stat().st_size > 10_000
 
     policy = PolicyValueModel.from_pretrained(str(run / "policy"))
     tokenizer = load_tokenizer(str(run / "policy"))
