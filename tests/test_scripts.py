@@ -252,6 +252,21 @@ def test_experiments_command_prints_its_table(working_token_impl: str) -> None:
     assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), proc.stdout
 
 
+def test_experiment_figures_divide_the_reward_by_its_weight(tmp_path: Path) -> None:
+    """Checkpoint 1's experiment compares runs whose reward was scaled by --reward.sentiment_weight."""
+    experiments = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    (tmp_path / "metrics.csv").write_text("step,reward/mean\n1,0.01\n2,0.09\n")
+    (tmp_path / "samples.jsonl").write_text("")
+    flags = ["--reward.sentiment_weight", "0.1", "--no_normalize_advantages"]
+    assert experiments["reward_weight"](flags) == 0.1 and experiments["reward_weight"]([]) == 1.0
+    figures = experiments["figures"](tmp_path, flags)
+    assert figures["steps to 0.8·weight"] == 2 and figures["steps to 0.8"] is None
+    assert figures["final reward ÷ weight"] == pytest.approx(0.9)
+    cell = experiments["_cell"]
+    assert cell([None, None], reach=True) == "never" and cell([None], reach=False) == "–"
+    assert cell([3.0, None, 5.0], reach=True) == "5 [3, 5] (1 never)"
+
+
 def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path) -> None:
     """TRL is a benchmark-only dependency: without it, --against-trl says how to get it, before running anything."""
     blocker = tmp_path / "sitecustomize.py"
