@@ -5,25 +5,54 @@
     python -m rlhf_practice.compare runs                     # every run folder inside runs/
 
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
-shows ``reward/mean``, ``loss/policy``, ``kl/approx`` (PPO only) and ``response/length`` against the
-step, lightly smoothed (``--smooth``). The table lists, per run: the algorithm, steps, final reward
-(the mean of ``reward/mean`` over the last 10 % of steps), the step and the second at which
-``reward/mean`` first reached ``--threshold`` (0.8), wall time and the final ``kl/approx``.
+draws against the step, lightly smoothed (``--smooth``), one panel per quantity in :data:`PANELS`
+that at least one of the runs logged: ``reward/mean``, ``kl/ref`` (token level: KL to the frozen
+reference, nats per reply), ``policy/entropy`` (nats per reply token), ``value/explained_variance``
+(PPO's critic), ``response/length`` (tokens), then PPO's ``ppo/clip_frac`` and ``kl/k3`` (how far a
+step's updates moved the policy from the one that sampled; log scale). These two count per reply at
+the sequence level and per token at the token level, so each level gets its own panel: no axis
+mixes two units. ``kl/approx`` and the losses are in TensorBoard.
+
+The table lists, per run: algorithm, level, steps, final reward, the step and the second at which
+``reward/mean`` first reached ``--threshold`` (0.8), final ``kl/ref``, final ``policy/entropy``,
+final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlhf_practice.tracking import Run, load_run
 
+
+@dataclass(frozen=True)
+class Panel:
+    """One axis of the figure: a tag, its title (with its unit), the level whose runs it draws
+    (``None``: every run that logs the tag, the tag meaning the same at both levels), its y scale."""
+
+    tag: str
+    title: str
+    level: str | None = None
+    log: bool = False  # a log y-axis: a KL that spans orders of magnitude (checkpoint 2's unsafe runs reach 1e3)
+
+    def draws(self, run: Run) -> bool:
+        return self.tag in run.metrics and self.level in (None, run.level)
+
+
 PANELS = [
-    ("reward/mean", "reward/mean (higher is better)"),
-    ("loss/policy", "loss/policy (not a progress score: watch reward/mean)"),
-    ("kl/approx", "kl/approx = mean(old - new log-probs), PPO"),
-    ("response/length", "response/length (tokens)"),
+    Panel("reward/mean", "reward/mean (higher is better)"),
+    Panel("kl/ref", "kl/ref: KL to the reference, nats per reply (token level)"),
+    Panel("policy/entropy", "policy/entropy: nats per reply token"),
+    Panel("value/explained_variance", "value/explained_variance (PPO): 1 = perfect critic, 0 = a constant"),
+    Panel("response/length", "response/length (tokens)"),
+    Panel("ppo/clip_frac", "ppo/clip_frac, sequence level: share of replies clipped", "sequence"),
+    Panel("ppo/clip_frac", "ppo/clip_frac, token level: share of reply tokens clipped", "token"),
+    Panel("kl/k3", "kl/k3: KL between old and new policy, sequence level: nats per reply", "sequence", log=True),
+    Panel("kl/k3", "kl/k3: KL between old and new policy, token level: nats per token", "token", log=True),
 ]
 
 
@@ -39,53 +68,67 @@ def find_runs(paths: list[Path]) -> list[Path]:
 
 
 def smooth(values: list[float], weight: float) -> list[float]:
-    """Exponential moving average, as TensorBoard's smoothing slider does (weight 0 = raw)."""
-    out, last = [], None
+    """Exponential moving average, as TensorBoard's smoothing slider does (weight 0 = raw). A NaN
+    (``value/explained_variance`` on a step whose rewards were all equal) stays a gap in the curve
+    and does not enter the average."""
+    out: list[float] = []
+    last = None
     for v in values:
+        if math.isnan(v):
+            out.append(v)
+            continue
         last = v if last is None else weight * last + (1 - weight) * v
         out.append(last)
     return out
 
 
+TABLE_TAGS = ("kl/ref", "policy/entropy", "response/length")  # the table's "final" columns: one unit at both levels
+
+
 def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
     lines = [
-        f"| run | algorithm | steps | final reward | steps to {threshold:g} | seconds to {threshold:g} "
-        "| wall time (s) | final kl/approx |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        f"| run | algorithm | level | steps | final reward | steps to {threshold:g} | seconds to {threshold:g} "
+        "| final kl/ref (nats per reply) | final policy/entropy | final response/length | wall time (s) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
-        kl = run.metrics.get("kl/approx")
-        kl_text = f"{kl[-1]:.4f}" if kl else "n/a"
+        final = {tag: f"{run.final(tag):.3g}" if tag in run.metrics else "n/a" for tag in TABLE_TAGS}
         reached = run.first_reaching(threshold)
         step_text, seconds_text = (str(reached[0]), f"{reached[1]:.1f}") if reached else ("never", "never")
         lines.append(
-            f"| {run.name} | {run.algorithm} | {len(run.steps)} | {run.final('reward/mean'):.3f} | {step_text} "
-            f"| {seconds_text} | {run.wall_seconds():.1f} | {kl_text} |"
+            f"| {run.name} | {run.algorithm} | {run.level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
+            f"| {step_text} | {seconds_text} | {' | '.join(final.values())} | {run.wall_seconds():.1f} |"
         )
     return "\n".join(lines)
 
 
-def plot(runs: list[Run], out: Path, weight: float) -> None:
+def plot(runs: list[Run], out: Path, weight: float) -> list[Panel]:
+    """Draw the panels that some run has data for; returns them. A run keeps its colour in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: works without a display
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, (tag, title) in zip(axes.flat, PANELS):
-        for run in runs:
-            if tag in run.metrics:
-                ax.plot(run.steps, smooth(run.metrics[tag], weight), label=run.name)
-        ax.set_title(title, fontsize=10)
+    panels = [panel for panel in PANELS if any(panel.draws(run) for run in runs)]
+    columns = min(len(panels), 2 if len(panels) <= 4 else 3)
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        for i, run in enumerate(runs):
+            if panel.draws(run):
+                ax.plot(run.steps, smooth(run.metrics[panel.tag], weight), color=f"C{i % 10}", label=run.name)
+        ax.set_title(panel.title, fontsize=9)
+        if panel.log:
+            ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=ax.transAxes)
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(panels) :]:
+        fig.delaxes(ax)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+    return panels
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,8 +149,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"no run folder (one with metrics.csv) in: {', '.join(map(str, args.runs))}")
     runs = [load_run(folder) for folder in folders]
     print(markdown_table(runs, args.threshold))
-    plot(runs, args.out, args.smooth)
-    print(f"\nfigure saved to {args.out}", file=sys.stderr)
+    panels = plot(runs, args.out, args.smooth)
+    drawn = ", ".join(p.tag if p.level is None else f"{p.tag} ({p.level} level)" for p in panels)
+    print(f"\nfigure saved to {args.out}: {drawn}", file=sys.stderr)
 
 
 if __name__ == "__main__":

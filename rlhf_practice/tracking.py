@@ -273,6 +273,11 @@ class Run:
     def algorithm(self) -> str:
         return self.config.get("algorithm") or self.summary.get("algorithm", "?")
 
+    @property
+    def level(self) -> str:
+        """The run's ``--level``, "sequence" or "token" (a run whose config has no level was sequence level)."""
+        return self.config.get("level", "sequence")
+
     def final(self, tag: str) -> float:
         """:func:`final_mean` of ``tag``."""
         return final_mean(self.metrics.get(tag, []))

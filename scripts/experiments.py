@@ -1,6 +1,7 @@
 """Run one of TASKS.md's experiments over several seeds and print its table (median [min, max]).
 
-    python scripts/experiments.py clip               # §2.4: ppo_clip_range 0.1 / 0.2 / 0.3
+    python scripts/experiments.py reward_scale       # checkpoint 1: reward x 1 / 0.1 / 0.01, advantages normalized or not
+    python scripts/experiments.py clip               # §2.4 and checkpoint 2: ppo_clip_range 0.1 / 0.2 / 0.3
     python scripts/experiments.py epochs             # checkpoint 2: 8 epochs with clip 0.9, no brake
     python scripts/experiments.py ppo_vs_grpo        # §4: the two default runs, reply length included
     python scripts/experiments.py hacking            # checkpoint 4: what the replies turn into (reward hacking)
@@ -15,10 +16,14 @@
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
-"final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus first,
-"max" / "min" the largest / smallest value of any step, "mean" the mean over all steps. "Positive words per reply" counts
-the reward's positive words (after negation) in the replies that samples.jsonl holds. Nothing here
-is a test. Each run's own figures go to stderr as it ends; the table goes to stdout.
+"final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus
+first, "max" / "min" the largest / smallest value of any step, "mean" the mean over all steps.
+"÷ weight" divides reward/mean by the run's --reward.sentiment_weight (1 unless its flags set it; a
+weight up to 1 scales the reward exactly, the reward being clipped to [-1, 1]), so that runs with a
+scaled reward compare on one scale; "steps to 0.8·weight" is the first step at which reward/mean
+reached 0.8 times the weight. "Positive words per reply" counts the reward's positive words (after
+negation) in the replies that samples.jsonl holds. Nothing here is a test. Each run's own figures go
+to stderr as it ends; the table goes to stdout.
 """
 
 from __future__ import annotations
@@ -38,15 +43,19 @@ sys.path.insert(0, str(ROOT))
 from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
-# column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with reward/mean >=
-# 0.8), "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median
-# of the first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|) or
-# "wall" (the run's wall time)
+PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
+# column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
+# "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median of the
+# first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|) or "wall"
+# (the run's wall time)
 COLUMNS = {
     "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
     "final reward": ("reward/mean", "final"),
     "steps to 0.8": ("reward/mean", "reach"),
+    "reward gain ÷ weight": (PER_WEIGHT, "gain"),
+    "final reward ÷ weight": (PER_WEIGHT, "final"),
+    "steps to 0.8·weight": (PER_WEIGHT, "reach"),
     "seconds to 0.8": ("reward/mean", "reach_s"),
     "mean ppo/clip_frac": ("ppo/clip_frac", "mean"),
     "min kl/approx": ("kl/approx", "min"),
@@ -57,6 +66,7 @@ COLUMNS = {
     "max loss/policy": ("loss/policy", "max"),
     "max |loss/policy_before_update|": ("loss/policy_before_update", "maxabs"),
     "max kl/k3": ("kl/k3", "max"),
+    "mean kl/k3": ("kl/k3", "mean"),
     "max ppo/ratio_mean": ("ppo/ratio_mean", "max"),
     "final kl/ref": ("kl/ref", "final"),
     "final policy/entropy": ("policy/entropy", "final"),
@@ -75,6 +85,12 @@ SPEED = ["reward gain", "final reward", "steps to 0.8"]
 BREVITY = ["--max_new_tokens", "24", "--reward.long_penalty_weight", "0.5", "--reward.long_max_words", "6"]
 UNSAFE = ["--ppo_epochs", "8", "--ppo_clip_range", "0.9", "--learning_rate", "1e-3"]  # checkpoint 2's last row
 DRIFT = ["final policy/entropy", "final response/distinct", "final response/length"]
+WEIGHT = "--reward.sentiment_weight"
+
+
+def reward_weight(flags: list[str]) -> float:
+    """The run's ``--reward.sentiment_weight`` (1 unless ``flags`` set it): the scale of its reward."""
+    return float(flags[flags.index(WEIGHT) + 1]) if WEIGHT in flags else 1.0
 
 
 def ppo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
@@ -84,9 +100,16 @@ def ppo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
 
 # name: ([(row label, algorithm, flags)], columns)
 EXPERIMENTS = {
+    "reward_scale": (
+        [
+            *(ppo(WEIGHT, w, *flags) for flags in ([], ["--no_normalize_advantages"]) for w in ("1", "0.1", "0.01")),
+            ppo(WEIGHT, "0.01", "--no_normalize_advantages", "--kl_coef", "0"),  # without the term that does not scale
+        ],
+        ["reward gain ÷ weight", "final reward ÷ weight", "steps to 0.8·weight", "wall s"],
+    ),
     "clip": (
         [ppo("--ppo_clip_range", c) for c in ("0.1", "0.2", "0.3")],
-        [*SPEED, "mean ppo/clip_frac", "max kl/k3", "wall s"],
+        [*SPEED, "mean ppo/clip_frac", "max kl/k3", "mean kl/k3", "wall s"],
     ),
     "epochs": (
         [ppo(label="PPO (4 epochs, clip 0.2)"), ppo("--ppo_epochs", "8", "--ppo_clip_range", "0.9"), ppo(*UNSAFE)],
@@ -170,56 +193,67 @@ def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list
             last = proc.stderr.strip().splitlines()[-1:] or [f"{' '.join(command[1:])} failed (exit {proc.returncode})"]
             print(last[0], file=sys.stderr)
             sys.exit(proc.returncode)
-        run = load_run(Path(tmp) / "run")
-        samples = [json.loads(line) for line in (Path(tmp) / "run/samples.jsonl").read_text().splitlines()]
-    figures: dict[str, float | None] = {}
+        return figures(Path(tmp) / "run", flags + extra)
+
+
+def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
+    """Every column of COLUMNS for the run in ``folder``, trained with ``flags``."""
+    run = load_run(folder)
+    run.metrics[PER_WEIGHT] = [v / reward_weight(flags) for v in run.metrics["reward/mean"]]
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    out: dict[str, float | None] = {}
     positive = {}  # step -> positive words per reply, over the replies samples.jsonl holds for that step
     for sample in samples:
         positive.setdefault(sample["step"], []).append(sentiment_polarities(sample["reply"]).count(1))
     per_step = [sum(v) / len(v) for _, v in sorted(positive.items())]
-    reached = run.first_reaching(0.8)
     for column, (tag, how) in COLUMNS.items():
         values = run.metrics.get(tag, [])
         if how == "wall":
-            figures[column] = run.wall_seconds()
+            out[column] = run.wall_seconds()
         elif how in ("samples_first", "samples_final"):
-            figures[column] = final_mean(per_step[:: -1 if how == "samples_first" else 1]) if per_step else None
+            out[column] = final_mean(per_step[:: -1 if how == "samples_first" else 1]) if per_step else None
         elif how in ("reach", "reach_s"):
-            figures[column] = None if reached is None else reached[how == "reach_s"]
+            reached = run.first_reaching(0.8, tag)
+            out[column] = None if reached is None else reached[how == "reach_s"]
         elif not values:
-            figures[column] = None
+            out[column] = None
         elif how in ("max", "min"):
-            figures[column] = max(values) if how == "max" else min(values)
+            out[column] = max(values) if how == "max" else min(values)
         elif how == "mean":
-            figures[column] = sum(values) / len(values)
+            out[column] = sum(values) / len(values)
         elif how == "negative":
-            figures[column] = sum(v < 0 for v in values)
+            out[column] = sum(v < 0 for v in values)
         elif how == "maxabs":
-            figures[column] = max(abs(v) for v in values)
+            out[column] = max(abs(v) for v in values)
         elif how == "step1":
-            figures[column] = values[0]
+            out[column] = values[0]
         elif how == "median20":
-            figures[column] = statistics.median(values[:20])
+            out[column] = statistics.median(values[:20])
         elif how == "first":
-            figures[column] = final_mean(values[::-1])
+            out[column] = final_mean(values[::-1])
         else:
-            figures[column] = final_mean(values) - (final_mean(values[::-1]) if how == "gain" else 0.0)
-    return figures
+            out[column] = final_mean(values) - (final_mean(values[::-1]) if how == "gain" else 0.0)
+    return out
 
 
 def _number(value: float, whole: bool) -> str:
     return f"{value:.0f}" if whole else f"{value:.3g}"
 
 
-def _cell(values: list[float | None]) -> str:
-    """median [min, max] of the known values; "(k never)" when k runs never reached the threshold."""
+def _cell(values: list[float | None], reach: bool = False) -> str:
+    """median [min, max] of the known values; for a ``reach`` column, "(k never)" when k runs never
+    reached the threshold and "never" when none did. "–": the runs do not log the tag."""
     known = sorted(v for v in values if v is not None)
     if not known:
-        return "–"
+        return "never" if reach and values else "–"
     whole = all(float(v).is_integer() and abs(v) < 1e5 for v in known)  # step counts
     low, median, high = (_number(v, whole) for v in (known[0], known[len(known) // 2], known[-1]))
     cell = f"{median} [{low}, {high}]"
-    return cell + (f" ({len(values) - len(known)} never)" if len(known) < len(values) else "")
+    return cell + (f" ({len(values) - len(known)} never)" if reach and len(known) < len(values) else "")
+
+
+def _reach(column: str) -> bool:
+    return COLUMNS[column][1] in ("reach", "reach_s")
 
 
 def main() -> None:
@@ -237,9 +271,9 @@ def main() -> None:
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
             runs.append(run_once(algorithm, flags, seed, args.impl, args.extra))
-            this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]]).split(' [')[0]}" for c in columns)
+            this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]], _reach(c)).split(' [')[0]}" for c in columns)
             print(f"  {this_seed}", file=sys.stderr)
-        rows.append([label, *(_cell([r[c] for r in runs]) for c in columns)])
+        rows.append([label, *(_cell([r[c] for r in runs], _reach(c)) for c in columns)])
     seeds = ", ".join(map(str, args.seeds))
     print(f"{args.experiment}: median [min, max] over seeds {seeds}\n")
     print("| run | " + " | ".join(columns) + " |")

@@ -7,41 +7,71 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_practice.compare import find_runs, main, smooth
+from rlhf_practice.compare import find_runs, main, plot, smooth
 from rlhf_practice.modeling import Generation
 from rlhf_practice.tracking import final_mean, load_run, mean_metrics, rollout_stats
 
 
-def _fake_run(folder: Path, algorithm: str, rewards: list[float], kl: bool) -> Path:
+def _fake_run(folder: Path, algorithm: str, rewards: list[float], level: str = "sequence") -> Path:
+    """A run folder as the scripts write it: PPO logs kl/k3 and a critic; token level adds kl/ref."""
     folder.mkdir(parents=True)
-    header = "step,reward/mean,loss/policy,response/length" + (",kl/approx" if kl else "")
-    rows = [f"{i + 1},{r},{-r / 10},12" + (f",{0.01 * (i + 1)}" if kl else "") for i, r in enumerate(rewards)]
-    (folder / "metrics.csv").write_text("\n".join([header, *rows]) + "\n")
+    tags = ["reward/mean", "loss/policy", "policy/entropy", "response/length"]
+    tags += ["kl/k3", "ppo/clip_frac", "value/explained_variance"] if algorithm == "ppo" else []
+    tags += ["kl/ref"] if level == "token" else []
+    rows = []
+    for i, r in enumerate(rewards):
+        other = {"kl/k3": 0.01 * (i + 1), "kl/ref": 0.5 * (i + 1), "value/explained_variance": float("nan")}
+        rows.append(",".join([str(i + 1), str(r), *(str(other.get(t, 1.5)) for t in tags[1:])]))
+    (folder / "metrics.csv").write_text("\n".join([",".join(["step", *tags]), *rows]) + "\n")
     timing = [f"{i + 1},2.0,{2.0 * (i + 1)}" for i in range(len(rewards))]
     (folder / "timing.csv").write_text("\n".join(["step,time/step_s,time/elapsed_s", *timing]) + "\n")
     (folder / "summary.json").write_text(json.dumps({"algorithm": algorithm, "wall_s": 12.5}))
-    (folder / "config.json").write_text("{}")
+    (folder / "config.json").write_text(json.dumps({"algorithm": algorithm, "level": level}))
     return folder
 
 
 def test_table_and_figure(tmp_path: Path, capsys) -> None:
-    _fake_run(tmp_path / "runs/ppo-a", "ppo", [0.0] * 10 + [0.5] * 9 + [0.9], kl=True)
-    _fake_run(tmp_path / "runs/grpo-b", "grpo", [0.1, 0.2, 0.3], kl=False)
+    _fake_run(tmp_path / "runs/ppo-a", "ppo", [0.0] * 10 + [0.5] * 9 + [0.9])
+    _fake_run(tmp_path / "runs/grpo-b", "grpo", [0.1, 0.2, 0.3])
     out = tmp_path / "fig.png"
     main([str(tmp_path / "runs"), "--out", str(out), "--smooth", "0"])
-    table = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    table = captured.out.splitlines()
     assert table[0] == (
-        "| run | algorithm | steps | final reward | steps to 0.8 | seconds to 0.8 | wall time (s) | final kl/approx |"
+        "| run | algorithm | level | steps | final reward | steps to 0.8 | seconds to 0.8 "
+        "| final kl/ref (nats per reply) | final policy/entropy | final response/length | wall time (s) |"
     )
-    assert "| grpo-b | grpo | 3 | 0.300 | never | never | 12.5 | n/a |" in table
-    assert "| ppo-a | ppo | 20 | 0.700 | 20 | 40.0 | 12.5 | 0.2000 |" in table
-    main([str(tmp_path / "runs"), "--out", str(out), "--threshold", "0.25"])
-    assert "| grpo-b | grpo | 3 | 0.300 | 3 | 6.0 | 12.5 | n/a |" in capsys.readouterr().out
+    assert "| grpo-b | grpo | sequence | 3 | 0.300 | never | never | n/a | 1.5 | 1.5 | 12.5 |" in table
+    assert "| ppo-a | ppo | sequence | 20 | 0.700 | 20 | 40.0 | n/a | 1.5 | 1.5 | 12.5 |" in table
     assert out.read_bytes()[:4] == b"\x89PNG"
+    # No kl/ref panel: no run has it. A NaN explained variance is a gap, not an empty panel.
+    drawn = captured.err.split("figure saved to")[1]
+    assert "kl/ref" not in drawn and "value/explained_variance" in drawn and "kl/k3 (sequence level)" in drawn
+    main([str(tmp_path / "runs"), "--out", str(out), "--threshold", "0.25"])
+    assert "| grpo-b | grpo | sequence | 3 | 0.300 | 3 | 6.0 | n/a | 1.5 | 1.5 | 12.5 |" in capsys.readouterr().out
+
+
+def test_panels_keep_units_apart(tmp_path: Path) -> None:
+    """kl/k3 is per reply at the sequence level and per token at the token level: two panels.
+    kl/ref (nats per reply) and policy/entropy (nats per token) mean the same in every run that logs
+    them: one panel each. A panel only exists if some run has data for it."""
+    runs = [
+        load_run(_fake_run(tmp_path / "seq", "ppo", [0.1, 0.9])),
+        load_run(_fake_run(tmp_path / "tok", "ppo", [0.2, 0.8], level="token")),
+        load_run(_fake_run(tmp_path / "grpo", "grpo", [0.3, 0.4], level="token")),
+    ]
+    panels = plot(runs, tmp_path / "fig.png", 0.0)
+    drawn = {(p.tag, p.level): [r.name for r in runs if p.draws(r)] for p in panels}
+    assert drawn[("kl/k3", "sequence")] == ["seq"] and drawn[("kl/k3", "token")] == ["tok"]
+    assert drawn[("kl/ref", None)] == ["tok", "grpo"] and drawn[("policy/entropy", None)] == ["seq", "tok", "grpo"]
+    assert drawn[("value/explained_variance", None)] == ["seq", "tok"]
+    assert all(names for names in drawn.values()), "an empty panel"
+    only_grpo = plot(runs[2:], tmp_path / "fig.png", 0.0)
+    assert [p.tag for p in only_grpo] == ["reward/mean", "kl/ref", "policy/entropy", "response/length"]
 
 
 def test_find_and_load(tmp_path: Path) -> None:
-    run = _fake_run(tmp_path / "r", "ppo", [0.2, 0.4], kl=True)
+    run = _fake_run(tmp_path / "r", "ppo", [0.2, 0.4])
     assert find_runs([run]) == [run] and find_runs([tmp_path]) == [run]
     loaded = load_run(run)
     assert loaded.steps == [1, 2] and loaded.metrics["reward/mean"] == [0.2, 0.4] and loaded.algorithm == "ppo"
@@ -50,6 +80,8 @@ def test_find_and_load(tmp_path: Path) -> None:
 def test_smooth() -> None:
     assert smooth([1.0, 0.0, 0.0], 0.5) == [1.0, 0.5, 0.25]
     assert smooth([1.0, 2.0], 0.0) == [1.0, 2.0]
+    gap = smooth([1.0, float("nan"), 0.0], 0.5)  # a NaN step is a gap and leaves the average alone
+    assert gap[0] == 1.0 and gap[1] != gap[1] and gap[2] == 0.5
 
 
 def test_no_runs_is_a_usage_error(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
 
     compare.main([str(tmp_path), "--out", str(tmp_path / "compare.png")])
     table = capsys.readouterr().out
-    assert f"| run | {algorithm} | 2 |" in table and (tmp_path / "compare.png").stat().st_size > 10_000
+    assert f"| run | {algorithm} | sequence | 2 |" in table and (tmp_path / "compare.png").stat().st_size > 10_000
 
     policy = PolicyValueModel.from_pretrained(str(run / "policy"))
     tokenizer = load_tokenizer(str(run / "policy"))
@@ -268,6 +268,21 @@ def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path)
     assert proc.returncode == 3 and not proc.stdout, (proc.returncode, proc.stdout)
     assert len(errors) == 1 and errors[0].startswith("error: compute_advantages is not implemented yet"), errors
     assert "TASKS.md §1.2" in errors[0] and proc.stderr.count("running ") == 1, "the first run stops the benchmark"
+
+
+def test_experiment_figures_divide_the_reward_by_its_weight(tmp_path: Path) -> None:
+    """Checkpoint 1's experiment compares runs whose reward was scaled by --reward.sentiment_weight."""
+    experiments = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    (tmp_path / "metrics.csv").write_text("step,reward/mean\n1,0.01\n2,0.09\n")
+    (tmp_path / "samples.jsonl").write_text("")
+    flags = ["--reward.sentiment_weight", "0.1", "--no_normalize_advantages"]
+    assert experiments["reward_weight"](flags) == 0.1 and experiments["reward_weight"]([]) == 1.0
+    figures = experiments["figures"](tmp_path, flags)
+    assert figures["steps to 0.8·weight"] == 2 and figures["steps to 0.8"] is None
+    assert figures["final reward ÷ weight"] == pytest.approx(0.9)
+    cell = experiments["_cell"]
+    assert cell([None, None], reach=True) == "never" and cell([None], reach=False) == "–"
+    assert cell([3.0, None, 5.0], reach=True) == "5 [3, 5] (1 never)"
 
 
 def test_benchmark_against_trl_without_trl_is_one_line(capsys, monkeypatch) -> None:
