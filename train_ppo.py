@@ -83,7 +83,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
     rl = run.impl.token_level
     policy = run.policy
     reference = policy.frozen_copy()  # pi_ref: the policy before training; never updated
-    kl_control = KLController(config.beta, config.kl_target)
+    kl_control = KLController(config.beta, config.kl_target, config.kl_horizon)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     for step in run.logger.steps():
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
@@ -123,7 +123,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
             "value/explained_variance": explained_variance(old.values[mask > 0], returns[mask > 0]),
         }
         run.logger.log(step, metrics, prompts, replies, scores)
-        kl_control.update(metrics["kl/ref"].item())
+        kl_control.update(metrics["kl/ref"].item(), n=len(scores))
 
 
 def ppo_step(
@@ -196,18 +196,28 @@ def whiten(masked_mean: Callable, values: torch.Tensor, mask: torch.Tensor, eps:
 
 
 class KLController:
-    """The weight beta of the KL penalty: fixed, or adapted toward ``target`` (PPO paper, section 4):
-    after a step whose KL to the reference is d, beta is halved if d < target / 1.5 and doubled if
-    d > target * 1.5. ``target`` = 0 keeps beta fixed."""
+    """The weight beta of the KL penalty: fixed, or adapted toward ``target`` (Ziegler et al. 2019,
+    "Fine-Tuning Language Models from Human Preferences", section 2.2; TRL's AdaptiveKLController).
+    After a step of n replies whose KL to the reference is KL nats per reply:
 
-    def __init__(self, beta: float, target: float = 0.0):
-        self.beta, self.target = beta, target
+        error = clip(KL / target - 1, -0.2, 0.2)       # how far off, relative to the target
+        beta  = beta * (1 + error * n / horizon)        # proportional: a small error moves beta a little
 
-    def update(self, kl: float) -> None:
-        if self.target > 0 and kl < self.target / 1.5:
-            self.beta /= 2
-        elif self.target > 0 and kl > self.target * 1.5:
-            self.beta *= 2
+    so beta changes by at most a factor 1 +- 0.2 * n / horizon per step, and ``horizon`` replies at a
+    constant error move it by about exp(error). beta stays in [BETA_MIN, BETA_MAX]: below 1e-3 even the
+    60 nats of an unpenalized run cost 0.06, nothing against the score's range [-1, 1]; above 10 a reply
+    0.1 nats away already pays 1. Further out beta changes nothing but the time it takes to come back.
+    ``target`` = 0 keeps beta fixed."""
+
+    BETA_MIN, BETA_MAX = 1e-3, 10.0
+
+    def __init__(self, beta: float, target: float = 0.0, horizon: int = 1):
+        self.beta, self.target, self.horizon = beta, target, horizon
+
+    def update(self, kl: float, n: int) -> None:
+        if self.target > 0:
+            error = min(max(kl / self.target - 1, -0.2), 0.2)
+            self.beta = min(max(self.beta * (1 + error * n / self.horizon), self.BETA_MIN), self.BETA_MAX)
 
 
 def token_ppo_step(

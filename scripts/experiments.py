@@ -12,6 +12,7 @@
     python scripts/experiments.py kl_ref             # checkpoint 9: beta = 0 vs 0.2, KL to the reference
     python scripts/experiments.py critic             # §4.1: the value head zero- vs randomly initialised
     python scripts/experiments.py tags               # README's tag table: where each tag moves in the default runs
+    python scripts/experiments.py kl_target          # checkpoint 9: beta fixed vs adapted toward kl_target 3 / 1
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
@@ -69,6 +70,7 @@ COLUMNS = {
     "mean kl/k3": ("kl/k3", "mean"),
     "max ppo/ratio_mean": ("ppo/ratio_mean", "max"),
     "final kl/ref": ("kl/ref", "final"),
+    "final kl/beta": ("kl/beta", "final"),
     "final policy/entropy": ("policy/entropy", "final"),
     "first response/length": ("response/length", "first"),
     "final response/length": ("response/length", "final"),
@@ -180,6 +182,13 @@ EXPERIMENTS = {
             "final reward",
             "wall s",
         ],
+    ),
+    "kl_target": (
+        [
+            ppo("--level", "token", label="PPO token --beta 0.05 (fixed)"),
+            *(ppo("--level", "token", "--kl_target", t, label=f"PPO token --kl_target {t}") for t in ("3", "1")),
+        ],
+        ["final reward", "steps to 0.8", "final kl/ref", "final kl/beta", "wall s"],
     ),
 }
 

@@ -78,7 +78,11 @@ def test_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_impl
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_token_level_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, working_token_impl: str) -> None:
-    extra = ["--kl_target", "0.5"] if algorithm == "ppo" else ["--beta", "0", "--loss_type", "dr_grpo"]
+    extra = (
+        ["--kl_target", "0.5", "--kl_horizon", "16"]
+        if algorithm == "ppo"
+        else ["--beta", "0", "--loss_type", "dr_grpo"]
+    )
     code, _, run = run_script(algorithm, tmp_path, "--impl", working_token_impl, "--level", "token", *extra)
     err = capsys.readouterr().err
     assert code == 0, err
@@ -95,9 +99,33 @@ def test_token_level_two_step_smoke_run(tmp_path: Path, algorithm: str, capsys, 
     nan_ok = {"value/explained_variance"}
     assert all(float(v) == float(v) for r in rows for k, v in r.items() if k not in nan_ok), "NaN in metrics.csv"
     assert all(float(r["kl/ref"]) >= 0 for r in rows), "kl/ref is a sum of k3 terms: never negative"
-    if algorithm == "ppo":  # step 1's KL to the reference is 0 < kl_target / 1.5: beta is halved after it
-        assert [float(r["kl/beta"]) for r in rows] == [0.05, 0.025]
+    if algorithm == "ppo":  # step 1's KL to the reference is 0: error -1, clipped to -0.2; 8 replies, horizon 16
+        assert [float(r["kl/beta"]) for r in rows] == pytest.approx([0.05, 0.05 * (1 - 0.2 * 8 / 16)])
     assert json.loads((run / "config.json").read_text())["level"] == "token"
+
+
+def test_kl_controller_moves_beta_in_proportion_to_the_error() -> None:
+    """beta * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon), kept in [BETA_MIN, BETA_MAX]; target 0: fixed."""
+    controller_class = runpy.run_path(str(ROOT / "train_ppo.py"), run_name="train_ppo")["KLController"]
+
+    def beta_after(kl: float, n: int = 10, beta: float = 0.1, target: float = 2.0, horizon: int = 100) -> float:
+        controller = controller_class(beta, target, horizon)
+        controller.update(kl, n)
+        return controller.beta
+
+    assert beta_after(2.0) == pytest.approx(0.1), "KL on target: beta stays"
+    assert beta_after(2.2) == pytest.approx(0.1 * (1 + 0.1 * 10 / 100)), (
+        "10 % too much KL: beta grows by 0.1 * n / horizon"
+    )
+    assert beta_after(1.8) == pytest.approx(0.1 * (1 - 0.1 * 10 / 100)), "10 % too little KL: beta shrinks as much"
+    assert beta_after(2.2, n=20) == pytest.approx(0.1 * (1 + 0.1 * 20 / 100)), "twice the replies: twice the move"
+    assert beta_after(100.0) == pytest.approx(0.1 * (1 + 0.2 * 10 / 100)), "the error is clipped at +0.2"
+    assert beta_after(0.0) == pytest.approx(0.1 * (1 - 0.2 * 10 / 100)), "the error is clipped at -0.2"
+    low, high = controller_class.BETA_MIN, controller_class.BETA_MAX
+    assert 0 < low < 0.05 < high
+    assert beta_after(100.0, n=1000, horizon=1) == high, "beta never exceeds BETA_MAX"
+    assert beta_after(0.0, n=1000, horizon=1) == low, "beta never falls below BETA_MIN (nor to 0 or below)"
+    assert [beta_after(kl, target=0.0) for kl in (0.0, 1.0, 1e6)] == [0.1, 0.1, 0.1], "target 0 keeps beta fixed"
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
