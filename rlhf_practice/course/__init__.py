@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo" or "token_level": the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", "token_level" or "lecture": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
 
@@ -55,9 +55,16 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("compute_gae", "token_level", "§8.2", 15.0),
     GradedFunction("token_ppo_loss", "token_level", "§8.3", 10.0),
     GradedFunction("grpo_clip_loss", "token_level", "§9.2", 10.0),
+    # Task 10, the policy-gradient lecture on sorting (seed 004): points on top as well.
+    GradedFunction("sort_distance_reward", "lecture", "§10.1", 5.0),
+    GradedFunction("sort_inclusion_ordering_reward", "lecture", "§10.1", 5.0),
+    GradedFunction("compute_deltas", "lecture", "§10.2", 10.0),
+    GradedFunction("compute_loss", "lecture", "§10.3", 15.0),
+    GradedFunction("compute_kl_penalty", "lecture", "§10.4", 5.0),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
-REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py only for tasks 7-9
+REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9) and lecture.py
+# (task 10) only for their own runs and tests
 
 
 def answer_path(module: str) -> Path:
@@ -96,11 +103,17 @@ def probe_args(g: GradedFunction) -> tuple:
         "compute_gae": (grid, grid, mask, 1.0, 0.95),
         "token_ppo_loss": (grid, grid, grid, grid, grid, grid, mask, 0.2, 0.2),
         "grpo_clip_loss": (grid, grid, grid, torch.ones(1), mask, 0.2, 0.04, "grpo", 2),
+        "sort_distance_reward": ([1, 0, 2], [0, 1, 2]),
+        "sort_inclusion_ordering_reward": ([1, 0, 2], [0, 1, 2]),
+        "compute_deltas": (grid, "centered_rewards"),
+        "compute_loss": (grid.unsqueeze(-1), grid, "clipped"),
+        "compute_kl_penalty": (grid, grid),
     }[g.function]
 
 
 class Impl:
-    """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``), and
+    """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
+    ``impl.lecture``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -129,6 +142,10 @@ class Impl:
     def token_level(self) -> ModuleType:
         return self.module("token_level")
 
+    @property
+    def lecture(self) -> ModuleType:
+        return self.module("lecture")
+
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
         NotImplementedError now, before any model or data is loaded."""
@@ -156,10 +173,10 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py``
-    and, for tasks 7-9, ``token_level.py`` (a copy of a student's ``rlhf_practice/rl/``). The
+    and, for tasks 7-9 and 10, ``token_level.py`` and ``lecture.py`` (a copy of a student's ``rlhf_practice/rl/``). The
     instructor's copy also takes its answer key (:func:`answer_path`); a student release, which has
     none, says so in one line. Missing ppo.py or grpo.py is reported at once, a missing
-    token_level.py when it is first needed; the modules themselves are imported on first use.
+    token_level.py or lecture.py when it is first needed; the modules themselves are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})
@@ -185,8 +202,11 @@ def load_impl(name: str = "student") -> Impl:
 
     def loader(path: Path, module: str) -> Callable[[], ModuleType]:
         def load() -> ModuleType:
-            if not path.is_file():  # the token-level track is optional: only its own runs and tests need it
-                raise ConfigError(f"impl={name!r}: missing {path}; the token-level runs and tests need it.")
+            if not path.is_file():  # later tracks are optional: only their own runs and tests need them
+                tasks = {g.section.split(".")[0] for g in GRADED if g.module == module}
+                raise ConfigError(
+                    f"impl={name!r}: missing {path}; the runs and tests of {', '.join(sorted(tasks))} need it."
+                )
             return _load_file(path, f"rlhf_impl_{tag}_{module}")
 
         return load
