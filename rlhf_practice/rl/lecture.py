@@ -16,12 +16,10 @@ reply. Run ``pytest -m graded -k lecture`` to check your work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 
-def sort_distance_reward(prompt: Sequence[int], response: Sequence[int]) -> float:
+def sort_distance_reward(prompt: list[int] | torch.Tensor, response: list[int] | torch.Tensor) -> float:
     """The number of positions where ``response`` equals the sorted prompt:
 
         reward = #{ i : response[i] == sorted(prompt)[i] }
@@ -37,7 +35,7 @@ def sort_distance_reward(prompt: Sequence[int], response: Sequence[int]) -> floa
     raise NotImplementedError("sort_distance_reward is not implemented yet: see TASKS.md §10.1.")
 
 
-def sort_inclusion_ordering_reward(prompt: Sequence[int], response: Sequence[int]) -> float:
+def sort_inclusion_ordering_reward(prompt: list[int] | torch.Tensor, response: list[int] | torch.Tensor) -> float:
     """Partial credit: inclusion + ordering, where
 
         inclusion = #{ i : prompt[i] occurs somewhere in response }     (each prompt entry counted, duplicates too)
