@@ -13,6 +13,7 @@ tolerance per dtype.
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import torch
@@ -26,7 +27,9 @@ F64 = torch.float64
 
 
 def _differs(a, b) -> bool:
-    """Whether two results (tensors, or lists of them) differ beyond rounding of ``b``'s dtype."""
+    """Whether two results (tensors, lists of them, or floats) differ beyond rounding of ``b``'s dtype."""
+    if isinstance(b, float):
+        return abs(a - b) > 1e-12 * max(1.0, abs(b))
     a, b = (a, b) if isinstance(b, list) else ([a], [b])
     tol = 1e-6 if b[0].dtype == torch.float32 else 1e-12
     return any(x.shape != y.shape or not torch.allclose(x, y, atol=tol) for x, y in zip(a, b))
@@ -35,6 +38,8 @@ def _differs(a, b) -> bool:
 def _plain_like(got, expected) -> bool:
     """A result of the expected structure, shapes and dtypes: one the generic checks do not stop before
     the values are compared (NaN included: a NaN that a mistake makes is recorded, so that it is named)."""
+    if isinstance(expected, float):
+        return type(got) is float
     got, expected = (got, expected) if isinstance(expected, list) else ([got], [expected])
     return (
         isinstance(got, list)
@@ -47,13 +52,20 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
     """One case dict; ``expected`` is what the key returns on ``args``: every case checks the value.
 
     A function that returns a tuple gets ``outputs`` (the names of its parts); its ``expected`` and
-    each mistake are then lists of tensors.
+    each mistake are then lists of tensors. ``raises="ValueError"``: the key raises it on ``args``, and
+    so must the function under test (``expected`` is None).
     """
     module = module_of(function)
     kwargs = kwargs or {}
-    out = getattr(key.module(module), function)(
-        *[v.clone() if isinstance(v, torch.Tensor) else v for _, v in args], **kwargs
-    )
+    raises = extra.pop("raises", None)
+    try:
+        out = getattr(key.module(module), function)(*[copy.deepcopy(v) for _, v in args], **kwargs)
+    except Exception as err:
+        if type(err).__name__ != raises:
+            raise
+        out = None
+    else:
+        assert raises is None, f"the key does not raise {raises} on {function}/{id}"
     outputs = extra.pop("outputs", None)
     grads = grads or {}
     case = {
@@ -63,7 +75,7 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "what": what,
         "args": list(args),
         "kwargs": kwargs,
-        "expected": [part.detach() for part in out] if outputs else out.detach(),
+        "expected": None if raises else [part.detach() for part in out] if outputs else _detached(out),
         "mistakes": {},
         "grad_of": extra.pop("grad_of", list(grads)),
         "grad_weights": extra.pop("grad_weights", None),
@@ -71,6 +83,7 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "unmodified": extra.pop("unmodified", False),
         "book": extra.pop("book", ""),
         "outputs": outputs,
+        "raises": raises,
     }
     assert not extra, extra
     _add_catalogued_mistakes(case)
@@ -82,7 +95,10 @@ def _add_catalogued_mistakes(case: dict) -> None:
     value where that differs from the expected one, else the gradients where they differ. Every
     diagnosis is recorded, in the catalog's order, even where two return the same: a result that
     matches both is told both, never only one of them. A result of another type, shape or dtype, or an
-    error, is left to the generic checks; a NaN is recorded (the check names the mistake that makes it)."""
+    error, is left to the generic checks; a NaN is recorded (the check names the mistake that makes it).
+    A case that must raise records nothing: a variant that returns instead is told so by the check."""
+    if case["raises"]:
+        return
     for variant in wrong_variants(case["function"]):
         with warnings.catch_warnings():  # e.g. the std of a group of one reward: NaN, which is recorded
             warnings.simplefilter("ignore")
@@ -97,6 +113,10 @@ def _add_catalogued_mistakes(case: dict) -> None:
             wrong = result["grads"].get(name)
             if grad["expected"].any() and _plain_like(wrong, grad["expected"]) and _differs(wrong, grad["expected"]):
                 grad["mistakes"].setdefault(variant.diagnosis, wrong)
+
+
+def _detached(out):
+    return out if isinstance(out, float) else out.detach()
 
 
 def _grad(expected: torch.Tensor, message: str = "") -> dict:
@@ -690,6 +710,332 @@ def grpo_clip_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     return cases
 
 
+# ----------------------------------------------------------------------------- the lecture (task 10)
+#
+# Shapes follow the lecture: [batch, trial, pos] = prompts, replies sampled per prompt, positions of a reply.
+
+SORT_BOOK_PROMPT = [3, 1, 0, 2]  # TASKS.md §10.1: three replies to one prompt
+SORT_BOOK_REPLIES = ([0, 1, 2, 3], [7, 2, 2, 5], [0, 3, 1, 2])
+# Numbers that occur twice in the prompt: inclusion counts each prompt entry that occurs anywhere in the
+# response; these pairs tell it from counting the response's entries, distinct numbers, or copy for copy.
+SORT_DUPLICATES = (
+    ([2, 0, 2, 1], [0, 1, 2, 2]),
+    ([2, 0, 2, 1], [2, 2, 2, 2]),
+    ([2, 0, 2, 1], [0, 1, 2, 5]),
+    ([2, 0, 2, 1], [0, 2, 1, 2]),
+    ([2, 2, 1, 1], [2, 2, 2, 1]),
+)
+
+
+def _sort_cases(function: str):
+    """The case builder of one of the two sort rewards (they take the same inputs)."""
+
+    def build(key, g: torch.Generator, fixed: bool) -> list[dict]:
+        cases: list[dict] = []
+        add = _adder(key, cases, function)
+
+        def pair(prompt, response) -> list:
+            return [("prompt", prompt), ("response", response)]
+
+        def tag(numbers) -> str:
+            return "".join(map(str, numbers))
+
+        if fixed:
+            for reply in SORT_BOOK_REPLIES:
+                add(
+                    f"book_example_{tag(reply)}",
+                    f"{function}(prompt={SORT_BOOK_PROMPT}, response={reply}) (the §10.1 example)",
+                    pair(SORT_BOOK_PROMPT, reply),
+                    book="§10.1",
+                )
+                add(
+                    f"book_example_{tag(reply)}_tensors",
+                    f"{function}(prompt=torch.tensor({SORT_BOOK_PROMPT}), response=torch.tensor({reply}))",
+                    pair(torch.tensor(SORT_BOOK_PROMPT), torch.tensor(reply)),
+                )
+            for prompt, reply in SORT_DUPLICATES:
+                add(
+                    f"duplicates_{tag(prompt)}_{tag(reply)}",
+                    f"{function}(prompt={prompt}, response={reply}) (numbers that occur twice in the prompt)",
+                    pair(prompt, reply),
+                )
+            add("one_number", f"{function}(prompt=[5], response=[5])", pair([5], [5]))
+            add("one_wrong_number", f"{function}(prompt=[5], response=[4])", pair([5], [4]))
+            add(
+                "inputs_unmodified",
+                f"{function}(prompt={SORT_BOOK_PROMPT}, response={SORT_BOOK_REPLIES[2]})",
+                pair(list(SORT_BOOK_PROMPT), list(SORT_BOOK_REPLIES[2])),
+                unmodified=True,
+            )
+        for n in (3, 5, 8):
+            prompt = torch.randint(0, 10, (n,), generator=g)
+            replies = {
+                "random": torch.randint(0, 10, (n,), generator=g),
+                "shuffled": prompt[torch.randperm(n, generator=g)],
+                "sorted": prompt.sort().values,
+                "nearly_sorted": torch.cat([prompt.sort().values[1:], prompt.sort().values[:1]]),
+            }
+            for name, reply in replies.items():
+                as_list = name in ("random", "sorted")  # lists and tensors, as the contract allows both
+                args = pair(prompt.tolist(), reply.tolist()) if as_list else pair(prompt, reply)
+                add(
+                    f"random_n{n}_{name}_{'list' if as_list else 'tensor'}",
+                    f"{function}(prompt={prompt.tolist()}, response={reply.tolist()}) as "
+                    + ("lists" if as_list else "1-D int64 tensors"),
+                    args,
+                )
+        return cases
+
+    build.__name__ = f"{function}_cases"
+    return build
+
+
+sort_distance_cases = _sort_cases("sort_distance_reward")
+sort_inclusion_ordering_cases = _sort_cases("sort_inclusion_ordering_reward")
+
+
+# compute_deltas (§10.2)
+
+DELTAS_BOOK = [
+    [7.0, 3.0, 6.0, 5.0],
+    [6.0, 7.0, 7.0, 3.0],
+]  # TASKS.md §10.2: row 0 = §10.1's replies + the prompt echoed
+DELTA_MODES = ("rewards", "centered_rewards", "normalized_rewards", "max_rewards")
+
+
+def deltas_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "compute_deltas")
+    if fixed:
+        for mode in DELTA_MODES:
+            add(
+                f"book_example_{mode}",
+                f"compute_deltas on the §10.2 example (rewards = {DELTAS_BOOK}, mode={mode!r})",
+                [("rewards", torch.tensor(DELTAS_BOOK, dtype=F64)), ("mode", mode)],
+                book="§10.2",
+            )
+        equal = torch.tensor([[2.0, 2.0, 2.0, 2.0], [1.0, 3.0, 0.0, 2.0]])
+        for mode in DELTA_MODES:
+            add(
+                f"equal_rewards_{mode}",
+                f"compute_deltas(rewards=[[2, 2, 2, 2], [1, 3, 0, 2]], mode={mode!r}) (a prompt whose replies "
+                "all got the same reward)",
+                [("rewards", equal), ("mode", mode)],
+            )
+        one = torch.tensor([[3.0, 5.0, 5.0, 1.0, 4.0]])
+        for mode in DELTA_MODES:
+            add(
+                f"one_prompt_{mode}",
+                f"compute_deltas(rewards=[[3, 5, 5, 1, 4]], mode={mode!r}) (one prompt, five replies)",
+                [("rewards", one), ("mode", mode)],
+            )
+        for mode in ("centred_rewards", "advantages"):
+            add(
+                f"unknown_mode_{mode}",
+                f"compute_deltas with mode={mode!r} (not one of the four modes)",
+                [("rewards", torch.tensor(DELTAS_BOOK)), ("mode", mode)],
+                raises="ValueError",
+            )
+        for mode in ("centered_rewards", "normalized_rewards"):
+            add(
+                f"inputs_unmodified_{mode}",
+                f"compute_deltas(mode={mode!r})",
+                [("rewards", torch.tensor(DELTAS_BOOK)), ("mode", mode)],
+                unmodified=True,
+            )
+    for dtype in DTYPES:
+        for batch, trial in ((2, 4), (8, 16)):
+            # Whole-number rewards as the sort rewards give (ties, and rows of equal rewards), then real ones.
+            whole = torch.randint(0, 2 * 4, (batch, trial), generator=g).to(F64)
+            whole[-1] = whole[-1, 0]
+            real = torch.rand(batch, trial, generator=g, dtype=F64) * 4 + torch.arange(batch, dtype=F64)[:, None]
+            for kind, rewards in (("whole", whole), ("real", real)):
+                for mode in DELTA_MODES:
+                    add(
+                        f"random_{kind}_{_name(dtype)}_{batch}x{trial}_{mode}",
+                        f"compute_deltas on random {'whole-number ' if kind == 'whole' else ''}{dtype} rewards "
+                        f"of shape ({batch}, {trial}), mode={mode!r}",
+                        [("rewards", rewards.to(dtype)), ("mode", mode)],
+                    )
+    return cases
+
+
+# compute_loss (§10.3)
+
+LOSS_BOOK_LOG_PROBS = [[[-1.0, -2.0], [-0.5, -1.5]]]  # TASKS.md §10.3: one prompt, two replies of two positions
+LOSS_BOOK_OLD = [[[-1.02, -1.995], [-0.48, -1.505]]]
+LOSS_BOOK_DELTAS = [[1.0, -1.0]]
+LOSS_MODES = ("naive", "unclipped", "clipped")
+
+
+def _loss_args(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01) -> list:
+    return [
+        ("log_probs", log_probs),
+        ("deltas", deltas),
+        ("mode", mode),
+        ("old_log_probs", old_log_probs),
+        ("clip_range", clip_range),
+    ]
+
+
+def loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "compute_loss")
+    fn = key.lecture.compute_loss
+
+    def add_with_grad(id: str, what: str, args: list, **extra) -> None:
+        expected = _grads_of(fn, args, ["log_probs"])["log_probs"]
+        add(id, what, args, grads={"log_probs": _grad(expected)}, **extra)
+
+    if fixed:
+        lp, old = torch.tensor(LOSS_BOOK_LOG_PROBS, dtype=F64), torch.tensor(LOSS_BOOK_OLD, dtype=F64)
+        deltas = torch.tensor(LOSS_BOOK_DELTAS, dtype=F64)
+        book = f"log_probs = {LOSS_BOOK_LOG_PROBS}, deltas = {LOSS_BOOK_DELTAS}"
+        for mode in LOSS_MODES:
+            given = None if mode == "naive" else old
+            args = _loss_args(lp, deltas, mode, given)
+            old_text = "" if mode == "naive" else f", old_log_probs = {LOSS_BOOK_OLD}"
+            what = f"compute_loss on the §10.3 example ({book}{old_text}, mode={mode!r})"
+            add(f"book_example_{mode}", what, args, book="§10.3")
+            add_with_grad(
+                f"book_example_{mode}_gradient",
+                f"compute_loss on the §10.3 example (mode={mode!r}{', old_log_probs given' if given is not None else ''})",
+                args,
+            )
+        for mode in ("unclipped", "clipped"):
+            add_with_grad(
+                f"first_step_gradient_{mode}",
+                f"compute_loss on the §10.3 example with old_log_probs=None (mode={mode!r}: the first step, "
+                "ratio 1, and its gradient is the naive loss's)",
+                _loss_args(lp, deltas, mode),
+            )
+            add_with_grad(
+                f"first_step_old_given_gradient_{mode}",
+                f"compute_loss on the §10.3 example with old_log_probs equal to log_probs (mode={mode!r})",
+                _loss_args(lp, deltas, mode, lp.clone()),
+            )
+            args = _loss_args(lp, deltas, mode, old)
+            add(
+                f"gradient_when_every_input_requires_grad_{mode}",
+                f"compute_loss on the §10.3 example when every input requires grad (mode={mode!r})",
+                args,
+                grad_of=["log_probs", "deltas", "old_log_probs"],
+                grads={"log_probs": _grad(_grads_of(fn, args, ["log_probs"])["log_probs"])},
+            )
+        add(
+            "naive_ignores_old_log_probs",
+            "compute_loss on the §10.3 example, mode='naive' with old_log_probs given (naive does not use them)",
+            _loss_args(lp, deltas, "naive", old),
+        )
+        # Ratios 1.1, 0.85, 1.3 and 0.95: clip_range=0.2 keeps the first two, the lecture's 0.01 would clip all.
+        lp2 = torch.tensor([[[-1.0, -2.0], [-0.5, -1.5]], [[-0.7, -0.2], [-3.0, -1.1]]], dtype=F64)
+        ratios = torch.tensor([[[1.1, 0.85], [1.3, 0.95]], [[1.05, 0.9], [1.25, 0.7]]], dtype=F64)
+        deltas2 = torch.tensor([[1.0, -0.5], [2.0, -1.0]], dtype=F64)
+        for clip_range in (0.2, 0.1):
+            add_with_grad(
+                f"clip_range_{clip_range}",
+                f"compute_loss(mode='clipped', clip_range={clip_range}) with ratios from 0.7 to 1.3",
+                _loss_args(lp2, deltas2, "clipped", lp2 - ratios.log(), clip_range),
+            )
+        # trial == pos: a delta broadcast along the wrong axis gives a number instead of an error.
+        square = -torch.rand(2, 3, 3, generator=g, dtype=F64) * 3
+        for mode in LOSS_MODES:
+            add_with_grad(
+                f"trial_equals_pos_{mode}",
+                f"compute_loss with 3 replies of 3 positions per prompt (mode={mode!r})",
+                _loss_args(square, torch.tensor([[1.0, -1.0, 0.5], [2.0, 0.0, -0.5]], dtype=F64), mode, square + 0.004),
+            )
+        unlikely = torch.tensor([[[-120.0, -95.5, -130.0], [-110.0, -101.0, -99.0]]])  # float32: exp() underflows
+        add(
+            "very_unlikely_tokens_stay_finite",
+            "compute_loss(mode='unclipped') in float32 on log-probs around -110 (very unlikely tokens)",
+            _loss_args(
+                unlikely, torch.tensor([[1.0, -1.0]]), "unclipped", unlikely + torch.tensor([0.005, -0.003, 0.0])
+            ),
+        )
+        for mode in ("ppo", "clip"):
+            add(
+                f"unknown_mode_{mode}",
+                f"compute_loss with mode={mode!r} (not one of the three modes)",
+                _loss_args(lp, deltas, mode, old),
+                raises="ValueError",
+            )
+        add(
+            "inputs_unmodified",
+            "compute_loss(mode='clipped')",
+            _loss_args(lp, deltas, "clipped", old),
+            unmodified=True,
+        )
+    for dtype in DTYPES:
+        for shape in ((2, 3, 4), (4, 8, 6)):
+            lp = (-torch.rand(shape, generator=g, dtype=F64) * 4).to(dtype)
+            old = (lp.double() + torch.randn(shape, generator=g, dtype=F64) * 0.02).to(dtype)
+            deltas = torch.randn(shape[:2], generator=g, dtype=F64).to(dtype)
+            for mode in LOSS_MODES:
+                for given in (None, old) if mode != "naive" else (None,):
+                    for clip_range in (0.01, 0.05) if mode == "clipped" and given is not None else (0.01,):
+                        name = "_".join(map(str, shape))
+                        add_with_grad(
+                            f"random_{_name(dtype)}_{name}_{mode}_old_{'given' if given is not None else 'None'}"
+                            + (f"_clip_range_{clip_range}" if clip_range != 0.01 else ""),
+                            f"compute_loss on random {dtype} log-probs of shape {shape}, mode={mode!r}, "
+                            f"old_log_probs {'given' if given is not None else 'None'}, clip_range={clip_range}",
+                            _loss_args(lp, deltas, mode, given, clip_range),
+                        )
+    return cases
+
+
+# compute_kl_penalty (§10.4)
+
+KL_PENALTY_BOOK = ([[[-1.0, -2.0, -0.5], [-0.2, -0.2, -3.0]]], [[[-1.5, -1.0, -0.5], [-0.2, -1.2, -2.0]]])  # §10.4
+
+
+def kl_penalty_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "compute_kl_penalty")
+    fn = key.lecture.compute_kl_penalty
+    if fixed:
+        lp, ref = (torch.tensor(x, dtype=F64) for x in KL_PENALTY_BOOK)
+        args = [("log_probs", lp), ("ref_log_probs", ref)]
+        add(
+            "book_example",
+            f"compute_kl_penalty on the §10.4 example (log_probs = {KL_PENALTY_BOOK[0]}, "
+            f"ref_log_probs = {KL_PENALTY_BOOK[1]})",
+            args,
+            book="§10.4",
+        )
+        add(
+            "gradient_on_the_book_example",
+            "compute_kl_penalty on the §10.4 example, both inputs requiring grad",
+            args,
+            grad_of=["log_probs", "ref_log_probs"],
+            grads={"log_probs": _grad(_grads_of(fn, args, ["log_probs"])["log_probs"])},
+        )
+        add(
+            "equal_log_probs_give_zero",
+            "compute_kl_penalty with ref_log_probs == log_probs",
+            [("log_probs", lp), ("ref_log_probs", lp.clone())],
+        )
+        add(
+            "two_dims",
+            "compute_kl_penalty on [reply, pos] inputs (2 replies of 3 positions)",
+            [("log_probs", lp[0]), ("ref_log_probs", ref[0])],
+        )
+        add("inputs_unmodified", "compute_kl_penalty", args, unmodified=True)
+    for dtype in DTYPES:
+        for shape in ((2, 3, 5), (4, 8, 6), (6, 10)):
+            ref = -torch.rand(shape, generator=g, dtype=F64) * 5
+            lp = ref + torch.randn(shape, generator=g, dtype=F64) * 0.8
+            args = [("log_probs", lp.to(dtype)), ("ref_log_probs", ref.to(dtype))]
+            add(
+                f"random_{_name(dtype)}_{'x'.join(map(str, shape))}",
+                f"compute_kl_penalty on random {dtype} log-probs of shape {shape}",
+                args,
+                grads={"log_probs": _grad(_grads_of(fn, args, ["log_probs"])["log_probs"])},
+            )
+    return cases
+
+
 BUILDERS = (
     advantage_cases,
     clip_loss_cases,
@@ -700,6 +1046,11 @@ BUILDERS = (
     gae_cases,
     token_ppo_cases,
     grpo_clip_cases,
+    sort_distance_cases,
+    sort_inclusion_ordering_cases,
+    deltas_cases,
+    loss_cases,
+    kl_penalty_cases,
 )
 FIXTURE_SEED = 2024
 

@@ -5,7 +5,8 @@
 The recorded cases are made on one machine and checked on every other. Two correct ``exp``s, or two
 summation orders, may differ by an ulp, so a float is compared with a tolerance per dtype, and
 everything else exactly: ids, shapes, dtypes, texts, kwargs, the mistakes and their order (the order
-in which a message names those that match), which gradients must be zero, integer and boolean tensors.
+in which a message names those that match), which gradients must be zero, integer and boolean tensors,
+and Python numbers (what the sort rewards return: whole numbers, exact on any CPU).
 
 A float tensor ``T`` agrees when ``max|recorded - fresh| <= rtol * max|T| + atol * max|E| + tiny``:
 

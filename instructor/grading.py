@@ -4,22 +4,23 @@
     python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py``
-for tasks 7-9): a copy of their ``rlhf_practice/rl/``. For each one, a child process runs in a fresh temporary tree that holds the
-package and the submission's files and nothing else (no answer key, no tests), under limits on time, memory
-and output. Where the system allows it (``unshare``), the child also cannot see the answer key, the
-tests, the scripts, the instructor wing or the git history of this repository, and cannot write to it. The child only
+for tasks 7-9, ``lecture.py`` for task 10): a copy of their ``rlhf_practice/rl/``. For each one, a
+child process runs in a fresh temporary tree that holds the package and the submission's files and
+nothing else (no answer key, no tests), under limits on time, memory and output. Where the system
+allows it (``unshare``), the child also cannot see the answer key, the tests, the scripts, the
+instructor wing or the git history of this repository, and cannot write to it. The child only
 *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
 hidden inputs made for this grading run, and writes the results (values and gradients) to a file.
-This process, which never imports student code, reads that file as plain tensors and compares.
+This process, which never imports student code, reads that file as plain tensors and numbers and compares.
 
 A function's points are its share of passed cases times its points in the course table (cases whose
-right answer is all zeros count only when the function gets a non-zero answer right too). A
-submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
-else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
-grpo.py or token_level.py is there but is not a regular file (a symbolic link, say to the answer key, a
-folder, a named pipe, a device) scores 0, with a note naming the file and what it is; submitted files are
-read without following links. The table is printed as Markdown and written as CSV (``--csv``, default
-``grading_results.csv``).
+right answer is all zeros, or an error, count only when the function gets a non-zero answer right
+too). A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and
+nothing else: when its child fails as a whole, each function is rerun on its own. A submission whose
+ppo.py, grpo.py, token_level.py or lecture.py is there but is not a regular file (a symbolic link, say
+to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
+is; submitted files are read without following links. The table is printed as Markdown and written as
+CSV (``--csv``, default ``grading_results.csv``).
 """
 
 from __future__ import annotations
@@ -246,8 +247,17 @@ def _valid(result: object) -> bool:
         return False
     output = result["output"]  # a tuple result comes back as a list of tensors
     tensors = [*(output if type(output) is list else [output]), *result["grads"].values()]
-    plain = all(t is None or isinstance(t, str) or type(t) is torch.Tensor for t in tensors)
+    plain = all(t is None or type(t) in (str, float, torch.Tensor) for t in tensors)
     return plain and isinstance(result["modified"], list) and isinstance(result["requires_grad"], bool)
+
+
+def _nonzero(expected: object) -> bool:
+    """Whether a case's right answer (a tensor, a float, a list of tensors, or None: an error) is not all zeros."""
+    if expected is None:
+        return False
+    if isinstance(expected, float):
+        return expected != 0
+    return any(bool(e.abs().sum() > 0) for e in (expected if type(expected) is list else [expected]))
 
 
 def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) -> Grade:
@@ -272,11 +282,10 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
                 result.notes.append(f"{function}: crashed, hung or exceeded a limit")
             else:
                 outcomes.update(rerun)
-    # A case whose right answer is all zeros counts only for a function that also gets a non-zero
-    # answer right: returning zeros is not an implementation.
+    # A case whose right answer is all zeros (or an error) counts only for a function that also gets a
+    # non-zero answer right: returning zeros, or raising, is not an implementation.
     passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
-    expected = lambda c: c["expected"] if type(c["expected"]) is list else [c["expected"]]
-    nonzero = {c["function"] for c in passed if any(bool(e.abs().sum() > 0) for e in expected(c))}
+    nonzero = {c["function"] for c in passed if _nonzero(c["expected"])}
     for case in passed:
         result.passed[case["function"]] += case["function"] in nonzero
     return result
@@ -315,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
         "submissions",
         nargs="+",
         type=Path,
-        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py)",
+        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py, lecture.py)",
     )
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")

@@ -1227,3 +1227,540 @@ def grpo_clip_mean_over_padding(
         if loss_type == "dapo"
         else loss.sum() / (mask.shape[0] * max_tokens)
     )
+
+
+# sort_distance_reward: lecture.py, TASKS.md §10.1
+
+
+@right("sort_distance_reward")
+def lecture_style_int_count(prompt, response):
+    ground_truth = sorted(prompt)
+    return sum(1 for x, y in zip(response, ground_truth) if x == y)  # an int: a right answer too
+
+
+@right("sort_distance_reward")
+def with_tensors(prompt, response):
+    target = torch.as_tensor(prompt).sort().values
+    return float((torch.as_tensor(response) == target).sum())
+
+
+@wrong(
+    "sort_distance_reward",
+    "compared with the prompt as given; compare with sorted(prompt) (a tensor's .sort() returns new tensors, it does not sort in place)",
+)
+def compared_with_the_prompt(prompt, response):
+    return float(sum(int(x) == int(y) for x, y in zip(response, prompt)))
+
+
+@wrong("sort_distance_reward", "in place")
+def sorts_the_prompt_in_place(prompt, response):
+    target = prompt
+    target.sort()  # a list is sorted in place; a tensor's .sort() returns new tensors and leaves it as it was
+    return float(sum(int(x) == int(y) for x, y in zip(response, target)))
+
+
+@wrong("sort_distance_reward", "sorted largest first; the right answer is sorted(prompt), smallest first")
+def sorted_descending(prompt, response):
+    target = sorted((int(x) for x in prompt), reverse=True)
+    return float(sum(int(x) == y for x, y in zip(response, target)))
+
+
+@wrong("sort_distance_reward", "sorted the response too; compare the response as written with sorted(prompt)")
+def sorted_the_response_too(prompt, response):
+    target = sorted(int(x) for x in prompt)
+    return float(sum(x == y for x, y in zip(sorted(int(x) for x in response), target)))
+
+
+@wrong("sort_distance_reward", "convert it with float(...) or .item()")
+def returns_a_tensor(prompt, response):
+    return (torch.as_tensor(response) == torch.as_tensor(prompt).sort().values).sum()
+
+
+# sort_inclusion_ordering_reward: lecture.py, TASKS.md §10.1
+
+
+@right("sort_inclusion_ordering_reward")
+def lecture_style_generators(prompt, response):
+    inclusion_reward = sum(1 for x in prompt if x in response)
+    ordering_reward = sum(1 for x, y in zip(response, response[1:]) if x <= y)
+    return inclusion_reward + ordering_reward
+
+
+@right("sort_inclusion_ordering_reward")
+def with_isin(prompt, response):
+    prompt, response = torch.as_tensor(prompt), torch.as_tensor(response)
+    return float(torch.isin(prompt, response).sum() + (response[:-1] <= response[1:]).sum())
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "inclusion counted over the response's entries; count the prompt's entries that occur somewhere in the response",
+)
+def inclusion_over_the_response(prompt, response):
+    prompt, reply = [int(x) for x in prompt], [int(x) for x in response]
+    return float(sum(x in prompt for x in reply) + sum(a <= b for a, b in zip(reply, reply[1:])))
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "inclusion counted over distinct numbers (a set); count every prompt entry, a number that occurs twice counts twice",
+)
+def inclusion_of_distinct_numbers(prompt, response):
+    reply = [int(x) for x in response]
+    inclusion = len({int(x) for x in prompt} & set(reply))
+    return float(inclusion + sum(a <= b for a, b in zip(reply, reply[1:])))
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "inclusion matched copy for copy (a Counter); a prompt entry counts when its number occurs anywhere in the response",
+)
+def inclusion_matched_copy_for_copy(prompt, response):
+    from collections import Counter
+
+    reply = [int(x) for x in response]
+    inclusion = sum((Counter(int(x) for x in prompt) & Counter(reply)).values())
+    return float(inclusion + sum(a <= b for a, b in zip(reply, reply[1:])))
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "strict < in the ordering term; equal neighbours are in order (response[i] <= response[i + 1])",
+)
+def strict_ordering(prompt, response):
+    reply = [int(x) for x in response]
+    return float(sum(int(x) in reply for x in prompt) + sum(a < b for a, b in zip(reply, reply[1:])))
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "ordering counted as the positions that match sorted(prompt) (that is sort_distance_reward); count the adjacent pairs in order",
+)
+def ordering_as_distance(prompt, response):
+    reply = [int(x) for x in response]
+    target = sorted(int(x) for x in prompt)
+    return float(sum(int(x) in reply for x in prompt) + sum(a == b for a, b in zip(reply, target)))
+
+
+@wrong(
+    "sort_inclusion_ordering_reward",
+    "ordering counted over every pair i < j; count only adjacent pairs (response[i], response[i + 1])",
+)
+def ordering_over_all_pairs(prompt, response):
+    reply = [int(x) for x in response]
+    ordering = sum(a <= b for i, a in enumerate(reply) for b in reply[i + 1 :])
+    return float(sum(int(x) in reply for x in prompt) + ordering)
+
+
+# compute_deltas: lecture.py, TASKS.md §10.2
+
+
+@right("compute_deltas")
+def std_mean_and_a_mask(rewards, mode):
+    if mode not in ("rewards", "centered_rewards", "normalized_rewards", "max_rewards"):
+        raise ValueError(mode)
+    if mode == "rewards":
+        return rewards.clone()
+    std, mean = torch.std_mean(rewards, dim=-1, keepdim=True)
+    if mode == "centered_rewards":
+        return rewards - mean
+    if mode == "normalized_rewards":
+        return (rewards - mean) / (std + 1e-5)
+    return rewards * (rewards == rewards.amax(dim=-1, keepdim=True))
+
+
+@right("compute_deltas")
+def match_statement(rewards, mode):
+    match mode:
+        case "rewards":
+            return rewards
+        case "centered_rewards":
+            return rewards - rewards.mean(-1)[:, None]
+        case "normalized_rewards":
+            return (rewards - rewards.mean(-1)[:, None]) / (rewards.std(-1)[:, None] + 1e-5)
+        case "max_rewards":
+            best = rewards.max(dim=1).values.unsqueeze(1)
+            return torch.where(rewards < best, torch.zeros_like(rewards), rewards)
+        case _:
+            raise ValueError(f"unknown mode {mode}")
+
+
+def _deltas(rewards, mode, mean, std, best):
+    """The four modes from a mean, a std and a kept-maximum mask: for the variants whose mistake is in one of them."""
+    if mode == "rewards":
+        return rewards
+    if mode == "centered_rewards":
+        return rewards - mean
+    if mode == "normalized_rewards":
+        return (rewards - mean) / (std + 1e-5)
+    if mode == "max_rewards":
+        return torch.where(best, rewards, torch.zeros_like(rewards))
+    raise ValueError(mode)
+
+
+def _row_stats(rewards):
+    return (
+        rewards.mean(dim=-1, keepdim=True),
+        rewards.std(dim=-1, keepdim=True),
+        rewards == rewards.max(dim=-1, keepdim=True).values,
+    )
+
+
+@wrong(
+    "compute_deltas",
+    "NaN from a zero std: a prompt whose replies all got the same reward needs (std + 1e-5) in the denominator",
+)
+def normalized_without_the_epsilon(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode == "normalized_rewards":
+        return (rewards - mean) / std
+    return _deltas(rewards, mode, mean, std, best)
+
+
+@wrong(
+    "compute_deltas",
+    "mean and std over dim 0, across prompts; a prompt's replies are compared with each other: reduce over the trials (dim=-1)",
+)
+def statistics_over_the_batch_dim(rewards, mode):
+    _, _, best = _row_stats(rewards)
+    return _deltas(rewards, mode, rewards.mean(dim=0, keepdim=True), rewards.std(dim=0, keepdim=True), best)
+
+
+@wrong("compute_deltas", "std over dim 0, across prompts; the std is over the trials of one prompt (dim=-1)")
+def std_over_the_batch_dim(rewards, mode):
+    mean, _, best = _row_stats(rewards)
+    return _deltas(rewards, mode, mean, rewards.std(dim=0, keepdim=True), best)
+
+
+@wrong(
+    "compute_deltas",
+    "mean (and std) of the whole batch; each prompt's replies are compared with each other: reduce over dim=-1",
+)
+def statistics_of_the_whole_batch(rewards, mode):
+    _, _, best = _row_stats(rewards)
+    return _deltas(rewards, mode, rewards.mean(), rewards.std(), best)
+
+
+@wrong("compute_deltas", "population std (unbiased=False); use torch's default (unbiased) std")
+def deltas_population_std(rewards, mode):
+    mean, _, best = _row_stats(rewards)
+    return _deltas(rewards, mode, mean, rewards.std(dim=-1, keepdim=True, unbiased=False), best)
+
+
+@wrong("compute_deltas", "normalized_rewards divided by the std without subtracting the mean first")
+def normalized_not_centered(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode == "normalized_rewards":
+        return rewards / (std + 1e-5)
+    return _deltas(rewards, mode, mean, std, best)
+
+
+@wrong("compute_deltas", "centered_rewards divided by the std as well; only normalized_rewards divides by it")
+def centered_also_divides(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    return _deltas(rewards, "normalized_rewards" if mode == "centered_rewards" else mode, mean, std, best)
+
+
+@wrong("compute_deltas", "max_rewards kept every reward at or above the row's mean; keep only the row's maximum")
+def max_keeps_above_the_mean(rewards, mode):
+    mean, std, _ = _row_stats(rewards)
+    return _deltas(rewards, mode, mean, std, rewards >= mean)
+
+
+@wrong("compute_deltas", "max_rewards returned the rewards unchanged; set every reward below its row's maximum to 0")
+def max_keeps_every_reward(rewards, mode):
+    mean, std, _ = _row_stats(rewards)
+    return _deltas(rewards, mode, mean, std, torch.ones_like(rewards, dtype=torch.bool))
+
+
+@wrong("compute_deltas", "max_rewards put 1 at the maximum; keep the reward itself there (0 elsewhere)")
+def max_one_hot(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode == "max_rewards":
+        return best.to(rewards.dtype)
+    return _deltas(rewards, mode, mean, std, best)
+
+
+@wrong(
+    "compute_deltas",
+    "only the first of tied maxima kept (argmax); every reply that reaches its row's maximum keeps its reward",
+)
+def max_keeps_only_the_first_tie(rewards, mode):
+    mean, std, _ = _row_stats(rewards)
+    first = torch.zeros_like(rewards, dtype=torch.bool).scatter(-1, rewards.argmax(dim=-1, keepdim=True), True)
+    return _deltas(rewards, mode, mean, std, first)
+
+
+@wrong("compute_deltas", "the maximum of the whole batch; keep each row's (each prompt's) own maximum")
+def max_of_the_whole_batch(rewards, mode):
+    mean, std, _ = _row_stats(rewards)
+    return _deltas(rewards, mode, mean, std, rewards == rewards.max())
+
+
+@wrong("compute_deltas", "instead of raising ValueError")
+def deltas_unknown_mode_falls_back(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode in ("centered_rewards", "normalized_rewards", "max_rewards"):
+        return _deltas(rewards, mode, mean, std, best)
+    return rewards
+
+
+@wrong("compute_deltas", "in place")
+def deltas_in_place(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode in ("centered_rewards", "normalized_rewards"):
+        rewards -= mean
+        if mode == "normalized_rewards":
+            rewards /= std + 1e-5
+        return rewards
+    return _deltas(rewards, mode, mean, std, best)
+
+
+# compute_loss: lecture.py, TASKS.md §10.3
+
+
+def _loss(log_probs, deltas, mode, ratio, clip_range):
+    """The three losses from a ratio: for the variants whose mistake is in the ratio."""
+    d = deltas.detach().unsqueeze(-1)
+    if mode == "naive":
+        return -(log_probs * d).mean()
+    if mode == "unclipped":
+        return -(ratio * d).mean()
+    if mode == "clipped":
+        return -torch.minimum(ratio * d, ratio.clamp(1 - clip_range, 1 + clip_range) * d).mean()
+    raise ValueError(mode)
+
+
+def _old(log_probs, old_log_probs):
+    return (log_probs if old_log_probs is None else old_log_probs).detach()
+
+
+@right("compute_loss")
+def clipped_with_where(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    if mode not in ("naive", "unclipped", "clipped"):
+        raise ValueError(mode)
+    d = deltas[..., None]
+    if mode == "naive":
+        return -(log_probs.mean(dim=-1) * deltas).mean()  # the mean over positions first: the same number
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    if mode == "unclipped":
+        return -(ratio * d).mean()
+    clipped = torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+    return -torch.where(ratio * d < clipped * d, ratio * d, clipped * d).mean()
+
+
+@right("compute_loss")
+def lecture_einsum_nothing_detached(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    if mode == "naive":
+        return -torch.einsum("btp,bt->btp", log_probs, deltas).mean()
+    if old_log_probs is None:
+        old_log_probs = log_probs.detach()
+    ratios = torch.exp(log_probs - old_log_probs)  # a given old_log_probs is not detached: allowed
+    if mode == "unclipped":
+        return -torch.einsum("btp,bt->btp", ratios, deltas).mean()
+    if mode == "clipped":
+        unclipped = torch.einsum("btp,bt->btp", ratios, deltas)
+        clipped = torch.einsum("btp,bt->btp", ratios.clamp(min=1 - clip_range, max=1 + clip_range), deltas)
+        return -torch.minimum(unclipped, clipped).mean()
+    raise ValueError(f"Unknown mode: {mode}")
+
+
+@right("compute_loss")
+def loss_as_max_of_negatives(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    d = deltas.detach().unsqueeze(-1)
+    if mode == "naive":
+        return (-log_probs * d).sum() / log_probs.numel()
+    if mode not in ("unclipped", "clipped"):
+        raise ValueError(mode)
+    ratio = (log_probs - _old(log_probs, old_log_probs)).exp()
+    if mode == "unclipped":
+        return (-ratio * d).mean()
+    return torch.max(-ratio * d, -ratio.clamp(1 - clip_range, 1 + clip_range) * d).mean()
+
+
+@wrong(
+    "compute_loss",
+    "ratio written as log_probs / old_log_probs; the ratio is exp(log_probs - old_log_probs)",
+)
+def lecture_slip_ratio_of_log_probs(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    return _loss(log_probs, deltas, mode, log_probs / _old(log_probs, old_log_probs), clip_range)
+
+
+@wrong(
+    "compute_loss",
+    "old log-probs not detached: with old_log_probs=None, old = log_probs.detach(); without the detach the ratio exp(log_probs - log_probs) is 1 with zero gradient",
+)
+def old_log_probs_not_detached(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    old = log_probs if old_log_probs is None else old_log_probs
+    return _loss(log_probs, deltas, mode, torch.exp(log_probs - old), clip_range)
+
+
+@wrong("compute_loss", "ratio inverted: it is exp(log_probs - old_log_probs), not exp(old_log_probs - log_probs)")
+def loss_ratio_inverted(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    return _loss(log_probs, deltas, mode, torch.exp(_old(log_probs, old_log_probs) - log_probs), clip_range)
+
+
+@wrong("compute_loss", "ratio without exp: log_probs - old_log_probs is the log of the ratio")
+def loss_ratio_without_exp(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    return _loss(log_probs, deltas, mode, log_probs - _old(log_probs, old_log_probs), clip_range)
+
+
+@wrong(
+    "compute_loss",
+    "ratio = exp(log_probs) / exp(old_log_probs) is 0 / 0 for very unlikely tokens; compute exp(log_probs - old_log_probs)",
+)
+def loss_ratio_of_probabilities(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs) / torch.exp(_old(log_probs, old_log_probs))
+    return _loss(log_probs, deltas, mode, ratio, clip_range)
+
+
+@wrong("compute_loss", "clip_range ignored (the lecture's fixed 0.01 instead of the clip_range argument)")
+def clip_range_fixed_at_the_lectures_0_01(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    return _loss(log_probs, deltas, mode, ratio, 0.01)
+
+
+@wrong("compute_loss", "wrong sign (the loss is MINUS the mean of ratio * delta, or of log_probs * delta)")
+def loss_not_negated(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    return -_loss(log_probs, deltas, mode, ratio, clip_range)
+
+
+@wrong("compute_loss", "max instead of min in the clipped loss (keep the smaller, pessimistic term)")
+def loss_max_instead_of_min(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    if mode == "clipped":
+        d = deltas.detach().unsqueeze(-1)
+        return -torch.maximum(ratio * d, ratio.clamp(1 - clip_range, 1 + clip_range) * d).mean()
+    return _loss(log_probs, deltas, mode, ratio, clip_range)
+
+
+@wrong(
+    "compute_loss",
+    "only the clipped term; take the min of ratio * delta and clamp(ratio, 1 - clip_range, 1 + clip_range) * delta",
+)
+def loss_only_the_clipped_term(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    if mode == "clipped":
+        return -(ratio.clamp(1 - clip_range, 1 + clip_range) * deltas.detach().unsqueeze(-1)).mean()
+    return _loss(log_probs, deltas, mode, ratio, clip_range)
+
+
+@wrong("compute_loss", "sum instead of mean over every [batch, trial, pos] entry")
+def loss_sum(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    return _loss(log_probs, deltas, mode, ratio, clip_range) * log_probs.numel()
+
+
+@wrong(
+    "compute_loss",
+    "summed over a reply's positions before the mean; the loss is the mean over every [batch, trial, pos] entry",
+)
+def summed_over_positions_first(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    d = deltas.detach()
+    if mode == "naive":
+        return -(log_probs.sum(dim=-1) * d).mean()
+    if mode == "unclipped":
+        return -(ratio.sum(dim=-1) * d).mean()
+    if mode == "clipped":
+        d = d.unsqueeze(-1)
+        return -torch.minimum(ratio * d, ratio.clamp(1 - clip_range, 1 + clip_range) * d).sum(dim=-1).mean()
+    raise ValueError(mode)
+
+
+@wrong(
+    "compute_loss",
+    "deltas broadcast along the position axis (deltas[:, None] is [batch, 1, trial]); a reply's delta goes to each of its positions: deltas[:, :, None]",
+)
+def deltas_on_the_position_axis(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    d = deltas.detach()[:, None]
+    if mode == "naive":
+        return -(log_probs * d).mean()
+    if mode == "unclipped":
+        return -(ratio * d).mean()
+    if mode == "clipped":
+        return -torch.minimum(ratio * d, ratio.clamp(1 - clip_range, 1 + clip_range) * d).mean()
+    raise ValueError(mode)
+
+
+@wrong("compute_loss", "instead of raising ValueError")
+def loss_unknown_mode_falls_back(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    return _loss(log_probs, deltas, mode if mode in ("naive", "unclipped") else "clipped", ratio, clip_range)
+
+
+@wrong("compute_loss", "do not detach log_probs")
+def loss_log_probs_detached(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    log_probs = log_probs.detach()
+    ratio = torch.exp(log_probs - _old(log_probs, old_log_probs))
+    return _loss(log_probs, deltas, mode, ratio, clip_range)
+
+
+# compute_kl_penalty: lecture.py, TASKS.md §10.4
+
+
+@right("compute_kl_penalty")
+def expm1_nothing_detached(log_probs, ref_log_probs):
+    d = ref_log_probs - log_probs
+    return (torch.expm1(d) - d).sum(dim=-1).mean()
+
+
+@right("compute_kl_penalty")
+def r_minus_log_r(log_probs, ref_log_probs):
+    r = torch.exp(ref_log_probs.detach() - log_probs)
+    return (r - torch.log(r) - 1).sum(-1).mean()
+
+
+@wrong(
+    "compute_kl_penalty",
+    "k3 of the log-ratio log_probs - ref_log_probs; k3 = exp(d) - d - 1 with d = ref_log_probs - log_probs",
+)
+def k3_of_the_swapped_log_ratio(log_probs, ref_log_probs):
+    d = log_probs - ref_log_probs.detach()
+    return (d.exp() - d - 1).sum(dim=-1).mean()
+
+
+@wrong(
+    "compute_kl_penalty",
+    "k3 with + d: exp(d) - d - 1 (d = ref_log_probs - log_probs) is >= 0 at every position; exp(d) + d - 1 goes negative",
+)
+def k3_middle_sign_swapped(log_probs, ref_log_probs):
+    d = ref_log_probs.detach() - log_probs
+    return (d.exp() + d - 1).sum(dim=-1).mean()
+
+
+@wrong("compute_kl_penalty", "wrong sign: k3 = exp(d) - d - 1 is >= 0; this is its negative")
+def k3_negated(log_probs, ref_log_probs):
+    d = ref_log_probs.detach() - log_probs
+    return (1 + d - d.exp()).sum(dim=-1).mean()
+
+
+@wrong("compute_kl_penalty", "k1 (log_probs - ref_log_probs) instead of k3")
+def k1_instead_of_k3_penalty(log_probs, ref_log_probs):
+    return (log_probs - ref_log_probs.detach()).sum(dim=-1).mean()
+
+
+@wrong(
+    "compute_kl_penalty",
+    "mean over a reply's positions; k3 is summed over the last dim (positions), then averaged over the rest",
+)
+def kl_mean_over_positions(log_probs, ref_log_probs):
+    d = ref_log_probs.detach() - log_probs
+    return (d.exp() - d - 1).mean()
+
+
+@wrong(
+    "compute_kl_penalty",
+    "summed over every entry; sum over the last dim (positions) only, then average over the rest",
+)
+def kl_sum_over_everything(log_probs, ref_log_probs):
+    d = ref_log_probs.detach() - log_probs
+    return (d.exp() - d - 1).sum()
+
+
+@wrong("compute_kl_penalty", "do not detach log_probs")
+def kl_log_probs_detached(log_probs, ref_log_probs):
+    d = ref_log_probs - log_probs.detach()
+    return (d.exp() - d - 1).sum(dim=-1).mean()

@@ -6,9 +6,12 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
     id            short name, unique per function ("book_example", "random_float32_n64_clip0.2", ...)
     function      the graded function ("compute_advantages", ...), section its TASKS.md section
     what          how a failure message names the call
-    args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally
-    expected      the expected result: a tensor, or a list of tensors when the function returns a
-                  tuple; then ``outputs`` names them ("advantages", "returns")
+    args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally; a value is a
+                  tensor, a number, a string or a list of ints (the sort rewards take lists)
+    expected      the expected result: a tensor, a float (a function that returns a Python number), or
+                  a list of tensors when the function returns a tuple; then ``outputs`` names them
+                  ("advantages", "returns"); None when the call must raise
+    raises        None, or the exception the call must raise ("ValueError" for an unknown mode)
     mistakes      {description of a common mistake: what that mistake returns}, for diagnoses; a
                   result that matches several (they agree on this input) is told all of them
     grad_of       names of the inputs that require grad; backward() runs on sum(result * grad_weights)
@@ -23,6 +26,9 @@ pytest tests, call it). Neither needs the answer key.
 
 from __future__ import annotations
 
+import copy
+import math
+import numbers
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,13 +47,26 @@ def load_cases(path: Path = CASES_FILE, function: str | None = None) -> list[dic
 
 
 def _plain(value: object) -> object:
-    """A tensor result as a plain ``torch.Tensor`` on the CPU, a tuple of tensors as a list of them;
-    anything else as its type name."""
+    """A tensor result as a plain ``torch.Tensor`` on the CPU, a tuple of tensors as a list of them, a
+    real number (an int or a float; not a bool, not a tensor) as a float; anything else as its type name."""
     if type(value) is torch.Tensor:
         return value.detach().cpu().clone()
     if type(value) in (tuple, list) and value and all(type(v) is torch.Tensor for v in value):
         return [_plain(v) for v in value]
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
     return type(value).__name__
+
+
+def _copy(value: object) -> object:
+    """A fresh copy of an input: the function under test may change it, the case must stay as recorded."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    return copy.deepcopy(value) if isinstance(value, list) else value
+
+
+def _same_input(a: object, b: object) -> bool:
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
 
 
 def run_case(fn: Callable, case: dict) -> dict:
@@ -56,10 +75,14 @@ def run_case(fn: Callable, case: dict) -> dict:
     Returns {"error": None or "Type: message", "output": tensor or type name, "requires_grad": bool,
     "grads": {name: tensor or None}, "modified": [names of inputs changed in place]}.
     """
-    args = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in case["args"]}
+    args = {name: _copy(value) for name, value in case["args"]}
     for name in case["grad_of"]:
         args[name].requires_grad_(True)
-    before = {name: value.detach().clone() for name, value in args.items() if isinstance(value, torch.Tensor)}
+    before = {
+        name: value.detach().clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
+        for name, value in args.items()
+        if isinstance(value, torch.Tensor | list)
+    }
     result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "modified": []}
     try:
         out = fn(*args.values(), **case["kwargs"])
@@ -77,7 +100,11 @@ def run_case(fn: Callable, case: dict) -> dict:
         result["error"] = NOT_IMPLEMENTED
     except BaseException as err:  # noqa: BLE001 - whatever a submission raises is its own failure
         result["error"] = f"{type(err).__name__}: {err}"
-    result["modified"] = [name for name, value in before.items() if not torch.equal(value, args[name].detach())]
+    result["modified"] = [
+        name
+        for name, value in before.items()
+        if not _same_input(value, args[name].detach() if isinstance(args[name], torch.Tensor) else args[name])
+    ]
     return result
 
 
@@ -93,17 +120,36 @@ def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), equal_nan=True, **tolerance)
 
 
-def _named(actual: torch.Tensor, mistakes: dict, dtype: torch.dtype) -> str:
-    """ " This matches ..." naming every recorded mistake that returns ``actual``; "" if none does."""
-    names = [mistake for mistake, wrong in mistakes.items() if _close(actual, wrong, dtype)]
+def _same_number(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-10) or (math.isnan(a) and math.isnan(b))
+
+
+def _named(actual: torch.Tensor | float, mistakes: dict, dtype: torch.dtype | None = None) -> str:
+    """ " This matches ..." naming every recorded mistake that returns ``actual``; "" if none does.
+    ``dtype`` sets the tolerance of a tensor; a number (dtype None) is compared as a float64."""
+    same = (lambda wrong: _same_number(actual, wrong)) if dtype is None else (lambda w: _close(actual, w, dtype))
+    names = [mistake for mistake, wrong in mistakes.items() if same(wrong)]
     if len(names) > 1:
         return f" This matches one of these common mistakes (they agree on this input): {'; or '.join(names)}."
     return f" This matches a common mistake: {names[0]}." if names else ""
 
 
-def compare(actual: object, expected: torch.Tensor, what: str, mistakes: dict) -> str | None:
+def _compare_number(actual: object, expected: float, what: str, mistakes: dict) -> str | None:
+    """:func:`compare` for a function that returns a Python number (an int is a right answer too)."""
+    if type(actual) is not float:
+        got = actual if isinstance(actual, str) else type(actual).__name__
+        hint = ": convert it with float(...) or .item()" if got == "Tensor" else ""
+        return f"{what}: returned {got}, expected a number (a Python float){hint}."
+    if _same_number(actual, expected):
+        return None
+    return f"{what}: got {actual:g}, expected {expected:g}.{_named(actual, mistakes)}"
+
+
+def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes: dict) -> str | None:
     """None if ``actual`` equals ``expected`` (type, shape, dtype, values); else one sentence saying what
     differs, naming the recorded ``mistakes`` that return the same (NaN included)."""
+    if isinstance(expected, float):
+        return _compare_number(actual, expected, what, mistakes)
     if type(actual) is not torch.Tensor:
         return (
             f"{what}: returned {actual if isinstance(actual, str) else type(actual).__name__}, expected a torch.Tensor."
@@ -161,6 +207,15 @@ def check_case(case: dict, result: dict) -> str | None:
     name = case["function"]
     if result["error"] == NOT_IMPLEMENTED:
         return f"{name} is not implemented yet (it raises NotImplementedError). See TASKS.md {case['section']}."
+    raises = case.get("raises")
+    if raises:
+        if result["error"] and result["error"].startswith(f"{raises}:"):
+            return None
+        if result["error"]:
+            return f"{name} raised {result['error']}; expected {raises} ({case['what']}). {reread}"
+        got = result["output"]
+        got = _fmt(got) if isinstance(got, torch.Tensor) else f"{got:g}" if isinstance(got, float) else got
+        return f"{case['what']}: returned {got} instead of raising {raises}. {reread}"
     if result["error"]:
         return f"{name} raised {result['error']}. {reread}"
     message = _compare_output(case, result["output"])
@@ -178,8 +233,11 @@ def check_case(case: dict, result: dict) -> str | None:
             what = f"gradient of {name} w.r.t. {arg} ({case['what']})"
             message = compare(got, grad["expected"], what, grad["mistakes"])
     if not message and case["unmodified"] and result["modified"]:
-        message = (
-            f"{name} changed its input `{result['modified'][0]}` in place (e.g. with -=, /= or .sub_()); "
-            "compute into new tensors."
+        arg = result["modified"][0]
+        how = (
+            "(e.g. with .sort()); work on a copy: sorted(...) returns a new list"
+            if isinstance(dict(case["args"])[arg], list)
+            else "(e.g. with -=, /= or .sub_()); compute into new tensors"
         )
+        message = f"{name} changed its input `{arg}` in place {how}."
     return f"{message} {reread}" if message else None

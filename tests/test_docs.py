@@ -228,7 +228,7 @@ def test_readme_flag_table_is_the_generated_one() -> None:
     )
 
 
-TOKEN_LEVEL = {g.function for g in GRADED if g.module == "token_level"}
+SORT_REWARD_COLUMN = {"sort_distance_reward": 0, "sort_inclusion_ordering_reward": 1}  # in §10.1's table
 
 
 def _section(number: str) -> str:
@@ -252,26 +252,38 @@ def _number_lists(text: str) -> list[list[float]]:
 
 @pytest.mark.parametrize("case", [c for c in recorded_cases() if c["book"]], ids=lambda c: f"{c['function']}/{c['id']}")
 def test_book_examples_are_the_tests_examples(case: dict) -> None:
-    """The hand-worked examples of TASKS.md (§1.2, §2.1, §3.1 and tasks 7-9) are the numbers the graded tests use."""
+    """The hand-worked examples of TASKS.md (§1.2, §2.1, §3.1 and tasks 7-10) are the numbers the graded tests use."""
     args = dict(case["args"])
-    if case["outputs"] or case["function"] in TOKEN_LEVEL:
-        # Token level: every number of the expected result is written in the section (4 significant digits).
-        section = _section(case["book"][1:])
-        expected = case["expected"] if case["outputs"] else [case["expected"]]
-        for value in torch.cat([e.flatten() for e in expected]).tolist():
-            assert _shows(section, value, ".4g"), f"TASKS.md {case['book']} does not show {value:.4g}"
-    elif case["function"] == "ppo_clip_loss":
+    section = _section(case["book"][1:])
+    if case["function"] == "ppo_clip_loss":
         ratios = torch.exp(args["new_logprobs"] - args["old_logprobs"])
         rows = re.findall(r"^\|\s*([\d.]+)\s*\|\s*([+−-]?\d+)\s*\|", _section("2.1"), flags=re.M)
         table = [(float(r), float(a.replace("−", "-"))) for r, a in rows]
         assert [a for _, a in table] == args["advantages"].tolist() and len(table) == len(ratios)
         assert all(abs(shown - r) <= 5e-5 + 1e-12 for (shown, _), r in zip(table, ratios.tolist())), (table, ratios)
         assert _shows(_section("2.1"), case["expected"].item(), "g", "损失为 ${}$"), "TASKS.md §2.1 shows another loss"
-    else:
+    elif case["function"] in ("compute_advantages", "compute_group_advantages"):
         rewards = [round(r, 6) for r in args["rewards"].tolist()]
-        assert any(numbers == rewards for numbers in _number_lists(_section(case["book"][1:]))), (
+        assert any(numbers == rewards for numbers in _number_lists(section)), (
             f"TASKS.md {case['book']} does not show rewards = {rewards}"
         )
+    elif case["function"] in SORT_REWARD_COLUMN:
+        # §10.1: "prompt = [...]", then a table row per reply: | [reply] | distance | inclusion + ordering = total |
+        prompt, reply = ([int(x) for x in args[name]] for name in ("prompt", "response"))
+        assert f"prompt = {prompt}" in section, f"TASKS.md {case['book']} does not show prompt = {prompt}"
+        row = r"^\|\s*(\[[\d, ]+\])\s*\|\s*(\d+)\s*\|\s*\d+ \+ \d+ = (\d+)\s*\|"
+        rows = {r[0]: r[1:] for r in re.findall(row, section, flags=re.M)}
+        assert str(reply) in rows, f"TASKS.md {case['book']} has no row for the reply {reply}"
+        shown = float(rows[str(reply)][SORT_REWARD_COLUMN[case["function"]]])
+        assert shown == case["expected"], (
+            f"TASKS.md {case['book']} gives {reply} {shown:g}, the key {case['expected']:g}"
+        )
+    else:
+        # Tasks 7-10, and any function added later: every number of the expected result is written in the section
+        # (4 significant digits).
+        expected = case["expected"] if case["outputs"] else [case["expected"]]
+        for value in torch.cat([e.flatten() for e in expected]).tolist():
+            assert _shows(section, value, ".4g"), f"TASKS.md {case['book']} does not show {value:.4g}"
 
 
 def test_appendix_message_is_one_a_test_prints() -> None:

@@ -134,13 +134,12 @@ SLOW_CHEATS = {
 }
 
 
-def _submission(folder: Path, ppo: str, grpo: str, token_level: str | None = None) -> Path:
-    """A submission folder; without ``token_level`` it has no token_level.py (tasks 1-4 only)."""
+def _submission(folder: Path, ppo: str, grpo: str, **more: str) -> Path:
+    """A submission folder with ppo.py and grpo.py, and ``more`` ({module: source}: ``token_level=...``,
+    ``lecture=...``); without them it is tasks 1-4 only."""
     folder.mkdir(parents=True)
-    (folder / "ppo.py").write_text(ppo)
-    (folder / "grpo.py").write_text(grpo)
-    if token_level is not None:
-        (folder / "token_level.py").write_text(token_level)
+    for module, source in {"ppo": ppo, "grpo": grpo, **more}.items():
+        (folder / f"{module}.py").write_text(source)
     return folder
 
 
@@ -167,8 +166,8 @@ def _not_regular_files(tmp_path: Path) -> list[Path]:
 
 def _grade(tmp_path: Path, cheats: dict[str, str], *extra: str, capsys) -> dict[str, dict[str, str]]:
     subs = [
-        _submission(tmp_path / "key", KEY["ppo.py"], KEY["grpo.py"], KEY["token_level.py"]),
-        _submission(tmp_path / "stubs", STUBS["ppo.py"], STUBS["grpo.py"], STUBS["token_level.py"]),
+        _submission(tmp_path / "key", **{m: KEY[f"{m}.py"] for m in MODULES}),
+        _submission(tmp_path / "stubs", **{m: STUBS[f"{m}.py"] for m in MODULES}),
         _submission(tmp_path / "half_done", KEY["ppo.py"], STUBS["grpo.py"]),
     ]
     subs += _not_regular_files(tmp_path)  # refused before any child runs
@@ -195,11 +194,11 @@ def _digest() -> str:
 
 def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> None:
     points = {g.function: g.points for g in GRADED}
-    assert float(rows["key"]["total"]) == sum(points.values()) == 150
+    assert float(rows["key"]["total"]) == sum(points.values()) == 190
     assert all(float(rows["key"][f]) == points[f] for f in FUNCTIONS)
     assert float(rows["stubs"]["total"]) == 0
-    assert float(rows["half_done"]["total"]) == 50  # ppo.py done, grpo.py a stub, no token_level.py
-    assert "token_level.py missing" in rows["half_done"]["notes"]
+    assert float(rows["half_done"]["total"]) == 50  # ppo.py done, grpo.py a stub, no token_level.py, no lecture.py
+    assert "token_level.py missing" in rows["half_done"]["notes"] and "lecture.py missing" in rows["half_done"]["notes"]
     scores = {name: float(rows[name]["total"]) for name in cheats}
     assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"
     for name, what in NOT_REGULAR.items():  # whatever they hold, and the link leads to the key itself
