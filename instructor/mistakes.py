@@ -28,6 +28,7 @@ To catalogue a new mistake: write its function below, in its graded function's s
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -1316,8 +1317,6 @@ def inclusion_of_distinct_numbers(prompt, response):
     "inclusion matched copy for copy (a Counter); a prompt entry counts when its number occurs anywhere in the response",
 )
 def inclusion_matched_copy_for_copy(prompt, response):
-    from collections import Counter
-
     reply = [int(x) for x in response]
     inclusion = sum((Counter(int(x) for x in prompt) & Counter(reply)).values())
     return float(inclusion + sum(a <= b for a, b in zip(reply, reply[1:])))
