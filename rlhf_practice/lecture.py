@@ -182,32 +182,26 @@ def _decode(codes: torch.Tensor, config: LectureConfig) -> torch.Tensor:
     return codes.unsqueeze(-1) // powers % config.vocab_size
 
 
-Report = Callable[[int, "float | None", float], None]  # (epoch, mean reward or None, held-out exact sort)
-
-
 @dataclass
 class Curve:
-    """What one run measured: held-out exact sort and mean reward, at the epochs it evaluated."""
+    """What one run measured at each evaluation (every ``eval_every`` epochs)."""
 
     epochs: list[int] = field(default_factory=list)
     heldout: list[float] = field(default_factory=list)  # exact sort of greedy replies to held-out prompts
-    reward: list[float | None] = field(default_factory=list)  # mean reward of that epoch's sampled replies
+    reward: list[float] = field(default_factory=list)  # mean reward of that epoch's sampled replies (RL runs)
+    tied: list[float] = field(default_factory=list)  # share of that epoch's prompts whose replies all got one reward
     stopped: str = ""  # why the run stopped early (a loss that is not finite); "" when it ran to the end
     stopped_epoch: int | None = None  # the epoch it stopped in
 
-    def add(self, epoch: int, reward: float | None, heldout: float, report: Report | None) -> None:
-        self.epochs.append(epoch)
-        self.reward.append(reward)
-        self.heldout.append(heldout)
-        if report is not None:
-            report(epoch, reward, heldout)
+
+Report = Callable[[Curve], None]  # called after each evaluation, with the curve so far
 
 
 def run_policy_gradient(config: LectureConfig, lecture: ModuleType, report: Report | None = None) -> Curve:
     """Train the lecture's model with ``lecture``'s functions (``impl.lecture``); returns its curve.
 
-    ``report(epoch, mean reward, held-out exact sort)`` is called at each evaluation. A loss that is not
-    finite stops the run: the curve then says where (``Curve.stopped``).
+    ``report(curve)`` is called after each evaluation. A loss that is not finite stops the run: the
+    curve then says where (``Curve.stopped``).
     """
     config.validate()
     torch.manual_seed(config.seed)
@@ -253,14 +247,20 @@ def run_policy_gradient(config: LectureConfig, lecture: ModuleType, report: Repo
 
         # 5. Evaluate: greedy replies to the held-out prompts.
         if epoch % config.eval_every == 0 or epoch == config.epochs:
-            curve.add(epoch, rewards.mean().item(), exact_sort_accuracy(heldout, model), report)
+            curve.epochs.append(epoch)
+            curve.heldout.append(exact_sort_accuracy(heldout, model))
+            curve.reward.append(rewards.mean().item())
+            # A prompt whose replies all got the same reward has centered deltas 0: it teaches nothing.
+            curve.tied.append((rewards == rewards[:, :1]).all(dim=-1).float().mean().item())
+            if report is not None:
+                report(curve)
     return curve
 
 
 def run_supervised(config: LectureConfig, report: Report | None = None) -> Curve:
     """The same model, prompts and number of updates, trained on the answer instead of a reward:
     cross-entropy to the sorted prompt at every position. What the model can learn when it is told
-    the answer; its curve has no reward (None)."""
+    the answer; its curve has no rewards."""
     config.validate()
     torch.manual_seed(config.seed)
     heldout = heldout_prompts(config)
@@ -276,8 +276,18 @@ def run_supervised(config: LectureConfig, report: Report | None = None) -> Curve
             loss.backward()
             optimizer.step()
         if epoch % config.eval_every == 0 or epoch == config.epochs:
-            curve.add(epoch, None, exact_sort_accuracy(heldout, model), report)
+            curve.epochs.append(epoch)
+            curve.heldout.append(exact_sort_accuracy(heldout, model))
+            if report is not None:
+                report(curve)
     return curve
+
+
+def one_thread_unless_told() -> None:
+    """Run torch on one thread unless OMP_NUM_THREADS says otherwise: the model's matrices are 10 x 10, so
+    a second thread gains nothing, and on a busy machine it spins while it waits for its share."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
 
 
 def main(args: list[str] | None = None) -> None:
@@ -287,9 +297,14 @@ def main(args: list[str] | None = None) -> None:
     config.validate()
     impl = load_impl(config.impl)
     impl.check_implemented("lecture")  # an unfinished stub: one line now, before any training
+    one_thread_unless_told()
 
-    def report(epoch: int, reward: float | None, heldout: float) -> None:
-        print(f"epoch {epoch:4d}  reward {reward:6.3f}  held-out exact sort {heldout:.2f}", flush=True)
+    def report(curve: Curve) -> None:
+        epoch, heldout, reward, tied = curve.epochs[-1], curve.heldout[-1], curve.reward[-1], curve.tied[-1]
+        print(
+            f"epoch {epoch:4d}  reward {reward:5.3f}  tied groups {tied:4.2f}  held-out exact sort {heldout:.2f}",
+            flush=True,
+        )
 
     print(f"{config.deltas} + {config.loss}, reward {config.reward}, n = {config.n}, seed {config.seed}", flush=True)
     curve = run_policy_gradient(config, impl.lecture, report)

@@ -16,7 +16,7 @@
     python scripts/experiments.py lecture            # §10.5: 4 delta modes x naive / clipped loss, held-out sort
     python scripts/experiments.py lecture_slip       # §10.5: the same with the lecture's ratio, log_probs / old_log_probs
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
-    python scripts/experiments.py lecture --extra --n 5 --heldout_size 100
+    python scripts/experiments.py lecture --extra --steps_per_epoch 1
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -30,9 +30,10 @@ negation) in the replies that samples.jsonl holds. Nothing here is a test. Each 
 to stderr as it ends; the table goes to stdout.
 
 The lecture's experiments (task 10) run ``rlhf_practice.lecture`` in this process instead (a run takes
-seconds; torch uses the threads OMP_NUM_THREADS allows), with --extra read as its flags. Their
+seconds; one torch thread unless OMP_NUM_THREADS says otherwise), with --extra read as its flags. Their
 "final" is the mean of the last 10 % of held-out evaluations, "epochs to 0.5" the first evaluation
-at or above 0.5; the curves go to --out (runs/experiments/ by default).
+at or above 0.5, "tied groups" the share of an epoch's prompts whose replies all got the same reward
+(their centered deltas are 0); the curves go to --out (runs/experiments/ by default).
 """
 
 from __future__ import annotations
@@ -55,7 +56,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rlhf_practice.course import load_impl  # noqa: E402
-from rlhf_practice.lecture import DELTAS_MODES, Curve, LectureConfig, run_policy_gradient, run_supervised  # noqa: E402
+from rlhf_practice.lecture import (  # noqa: E402
+    DELTAS_MODES,
+    Curve,
+    LectureConfig,
+    one_thread_unless_told,
+    run_policy_gradient,
+    run_supervised,
+)
 from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
@@ -196,6 +204,7 @@ EXPERIMENTS = {
             "median value/explained_variance, steps 1-20",
             "steps to 0.8",
             "final reward",
+            "final tied groups",
             "wall s",
         ],
     ),
@@ -308,6 +317,7 @@ LECTURE = {
             "epochs to 0.5",
             "epochs to 0.8",
             "final reward",
+            "final tied groups",
             "wall s",
         ],
     ),
@@ -350,11 +360,11 @@ def slipped(lecture: ModuleType) -> SimpleNamespace:
 def lecture_figures(curve: Curve, wall: float) -> dict[str, float | None]:
     """The columns of a lecture experiment for one run (None: not measured, or it never happened)."""
     finished = not curve.stopped
-    rewards = [r for r in curve.reward if r is not None]
     out: dict[str, float | None] = {
         "final held-out exact sort": final_mean(curve.heldout) if finished else None,
         "max held-out exact sort": max(curve.heldout) if finished else None,
-        "final reward": final_mean(rewards) if finished and rewards else None,
+        "final reward": final_mean(curve.reward) if finished and curve.reward else None,
+        "final tied groups": final_mean(curve.tied) if finished and curve.tied else None,
         "epoch the loss turned NaN": curve.stopped_epoch,
         "wall s": wall,
     }
@@ -371,6 +381,7 @@ def lecture_experiment(name: str, seeds: list[int], impl_name: str, extra: list[
     base = tyro.cli(LectureConfig, args=extra, prog="--extra", use_underscores=True)
     impl = load_impl(impl_name)
     impl.check_implemented("lecture")  # an unfinished stub: the scripts' one line, before any run
+    one_thread_unless_told()
     spec, columns = LECTURE[name]
     rows, curves = [], []
     for row in spec:
@@ -406,10 +417,12 @@ def plot_curves(curves: list[tuple[LectureRow, list[Curve]]], path: Path, title:
     panels = list(dict.fromkeys(row.settings["loss"] for row, _ in curves if not row.supervised))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False, sharey=True)
     for ax, panel in zip(axes.flat, panels):
+        drawn = 0
         for row, runs in curves:
             length = min(len(c.heldout) for c in runs)
             if length == 0 or (not row.supervised and row.settings["loss"] != panel):
                 continue
+            drawn += 1
             by_epoch = [sorted(c.heldout[k] for c in runs) for k in range(length)]  # [evaluation][seed]
             epochs, low, high = runs[0].epochs[:length], [v[0] for v in by_epoch], [v[-1] for v in by_epoch]
             if row.supervised:
@@ -423,7 +436,16 @@ def plot_curves(curves: list[tuple[LectureRow, list[Curve]]], path: Path, title:
         ax.set_xlabel("epoch")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if drawn:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no curve: a run stopped (NaN loss)\nbefore its first evaluation",
+                ha="center",
+                transform=ax.transAxes,
+            )
     axes.flat[0].set_ylabel("held-out exact sort (greedy)")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
