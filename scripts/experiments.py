@@ -13,7 +13,10 @@
     python scripts/experiments.py critic             # §4.1: the value head zero- vs randomly initialised
     python scripts/experiments.py tags               # README's tag table: where each tag moves in the default runs
     python scripts/experiments.py kl_target          # checkpoint 9: beta fixed vs adapted toward kl_target 3 / 1
+    python scripts/experiments.py lecture            # §10.5: 4 delta modes x naive / clipped loss, held-out sort
+    python scripts/experiments.py lecture_slip       # §10.5: the same with the lecture's ratio, log_probs / old_log_probs
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
+    python scripts/experiments.py lecture --extra --steps_per_epoch 1
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -25,6 +28,12 @@ scaled reward compare on one scale; "steps to 0.8·weight" is the first step at 
 reached 0.8 times the weight. "Positive words per reply" counts the reward's positive words (after
 negation) in the replies that samples.jsonl holds. Nothing here is a test. Each run's own figures go
 to stderr as it ends; the table goes to stdout.
+
+The lecture's experiments (task 10) run ``rlhf_practice.lecture`` in this process instead (a run takes
+seconds; one torch thread unless OMP_NUM_THREADS says otherwise), with --extra read as its flags. Their
+"final" is the mean of the last 10 % of held-out evaluations, "epochs to 0.5" the first evaluation
+at or above 0.5, "tied groups" the share of an epoch's prompts whose replies all got the same reward
+(their centered deltas are 0); the curves go to --out (runs/experiments/ by default).
 """
 
 from __future__ import annotations
@@ -36,13 +45,28 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rlhf_practice.course import load_impl  # noqa: E402
+from rlhf_practice.lecture import (  # noqa: E402
+    DELTAS_MODES,
+    Curve,
+    LectureConfig,
+    one_thread_unless_told,
+    run_policy_gradient,
+    run_supervised,
+)
 from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
+from rlhf_practice.training import run_main  # noqa: E402
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
@@ -180,6 +204,7 @@ EXPERIMENTS = {
             "median value/explained_variance, steps 1-20",
             "steps to 0.8",
             "final reward",
+            "final tied groups",
             "wall s",
         ],
     ),
@@ -265,13 +290,190 @@ def _reach(column: str) -> bool:
     return COLUMNS[column][1] in ("reach", "reach_s")
 
 
+@dataclass(frozen=True)
+class LectureRow:
+    """One row of a lecture experiment: a LectureConfig's ``settings``, drawn in the panel of its loss."""
+
+    label: str
+    settings: dict[str, str] = field(default_factory=dict)
+    supervised: bool = False  # run_supervised: the same model trained on the sorted prompt (every panel, dashed)
+    slip: bool = False  # compute_loss with the lecture's ratio (see slipped)
+
+
+# The lecture's experiments (task 10): name -> rows, then the columns shown.
+LECTURE = {
+    "lecture": (
+        [
+            *(
+                LectureRow(f"{deltas} + {loss}", {"deltas": deltas, "loss": loss})
+                for loss in ("naive", "clipped")
+                for deltas in DELTAS_MODES
+            ),
+            LectureRow("supervised (cross-entropy to the sorted prompt)", supervised=True),
+        ],
+        [
+            "final held-out exact sort",
+            "max held-out exact sort",
+            "epochs to 0.5",
+            "epochs to 0.8",
+            "final reward",
+            "final tied groups",
+            "wall s",
+        ],
+    ),
+    "lecture_slip": (
+        [
+            LectureRow(
+                f"{deltas} + {loss}, ratio = log_probs / old_log_probs", {"deltas": deltas, "loss": loss}, slip=True
+            )
+            for loss in ("unclipped", "clipped")
+            for deltas in DELTAS_MODES
+        ],
+        ["epoch the loss turned NaN", "final held-out exact sort", "final reward", "wall s"],
+    ),
+}
+LECTURE_REACH = ("epochs to 0.5", "epochs to 0.8", "epoch the loss turned NaN")  # "never" when it did not happen
+
+
+def slipped(lecture: ModuleType) -> SimpleNamespace:
+    """``lecture``'s functions, except that compute_loss takes the ratio as the lecture's code writes it,
+    ``log_probs / old_log_probs``, instead of ``exp(log_probs - old_log_probs)`` (TASKS.md §10.3)."""
+
+    def compute_loss(
+        log_probs: torch.Tensor,
+        deltas: torch.Tensor,
+        mode: str,
+        old_log_probs: torch.Tensor | None = None,
+        clip_range: float = 0.01,
+    ) -> torch.Tensor:
+        if mode == "naive":  # no ratio in it
+            return lecture.compute_loss(log_probs, deltas, mode, old_log_probs, clip_range=clip_range)
+        ratio = log_probs / (log_probs.detach() if old_log_probs is None else old_log_probs)  # the slip
+        deltas = deltas.unsqueeze(-1)
+        if mode == "unclipped":
+            return -(ratio * deltas).mean()
+        return -torch.minimum(ratio * deltas, ratio.clamp(1 - clip_range, 1 + clip_range) * deltas).mean()
+
+    return SimpleNamespace(**{**vars(lecture), "compute_loss": compute_loss})
+
+
+def lecture_figures(curve: Curve, wall: float) -> dict[str, float | None]:
+    """The columns of a lecture experiment for one run (None: not measured, or it never happened)."""
+    finished = not curve.stopped
+    out: dict[str, float | None] = {
+        "final held-out exact sort": final_mean(curve.heldout) if finished else None,
+        "max held-out exact sort": max(curve.heldout) if finished else None,
+        "final reward": final_mean(curve.reward) if finished and curve.reward else None,
+        "final tied groups": final_mean(curve.tied) if finished and curve.tied else None,
+        "epoch the loss turned NaN": curve.stopped_epoch,
+        "wall s": wall,
+    }
+    for threshold in (0.5, 0.8):
+        reached = (e for e, v in zip(curve.epochs, curve.heldout) if v >= threshold)
+        out[f"epochs to {threshold}"] = next(reached, None)
+    return out
+
+
+def lecture_experiment(name: str, seeds: list[int], impl_name: str, extra: list[str], out: Path) -> None:
+    """Run one of LECTURE's grids in this process, print its table, draw its curves into ``out``."""
+    import tyro
+
+    base = tyro.cli(LectureConfig, args=extra, prog="--extra", use_underscores=True)
+    impl = load_impl(impl_name)
+    impl.check_implemented("lecture")  # an unfinished stub: the scripts' one line, before any run
+    one_thread_unless_told()
+    spec, columns = LECTURE[name]
+    rows, curves = [], []
+    for row in spec:
+        figures, row_curves = [], []
+        for seed in seeds:
+            print(f"{row.label}, seed {seed} ...", file=sys.stderr, flush=True)
+            config, start = replace(base, **row.settings, seed=seed, impl=impl_name), time.perf_counter()
+            if row.supervised:
+                curve = run_supervised(config)
+            else:
+                curve = run_policy_gradient(config, slipped(impl.lecture) if row.slip else impl.lecture)
+            figures.append(lecture_figures(curve, time.perf_counter() - start))
+            row_curves.append(curve)
+            this_seed = (f"{c}: {_cell([figures[-1][c]], c in LECTURE_REACH).split(' [')[0]}" for c in columns)
+            print(f"  {', '.join(this_seed)}", file=sys.stderr)
+        rows.append([row.label, *(_cell([f[c] for f in figures], c in LECTURE_REACH) for c in columns)])
+        curves.append((row, row_curves))
+    print_table(name, seeds, columns, rows)
+    out.mkdir(parents=True, exist_ok=True)
+    plot_curves(curves, out / f"{name}.png", f"{name}: held-out exact sort, median and range over seeds {seeds}")
+    print(f"\ncurves saved to {out / f'{name}.png'}", file=sys.stderr)
+
+
+def plot_curves(curves: list[tuple[LectureRow, list[Curve]]], path: Path, title: str) -> None:
+    """Held-out exact sort against epoch, one panel per loss mode, one colour per delta mode: the line
+    is the median over seeds, the band their range, over the evaluations every seed reached (a run
+    stopped by a NaN loss ends early). A supervised row is drawn dashed in every panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: works without a display
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys(row.settings["loss"] for row, _ in curves if not row.supervised))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False, sharey=True)
+    for ax, panel in zip(axes.flat, panels):
+        drawn = 0
+        for row, runs in curves:
+            length = min(len(c.heldout) for c in runs)
+            if length == 0 or (not row.supervised and row.settings["loss"] != panel):
+                continue
+            drawn += 1
+            by_epoch = [sorted(c.heldout[k] for c in runs) for k in range(length)]  # [evaluation][seed]
+            epochs, low, high = runs[0].epochs[:length], [v[0] for v in by_epoch], [v[-1] for v in by_epoch]
+            if row.supervised:
+                color, label, style = "grey", "supervised", "--"
+            else:
+                deltas = row.settings["deltas"]
+                color, label, style = f"C{DELTAS_MODES.index(deltas)}", deltas, "-"
+            ax.plot(epochs, [v[len(v) // 2] for v in by_epoch], style, color=color, label=label)
+            ax.fill_between(epochs, low, high, color=color, alpha=0.15)
+        ax.set_title(f"--loss {panel}", fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no curve: a run stopped (NaN loss)\nbefore its first evaluation",
+                ha="center",
+                transform=ax.transAxes,
+            )
+    axes.flat[0].set_ylabel("held-out exact sort (greedy)")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def print_table(name: str, seeds: list[int], columns: list[str], rows: list[list[str]]) -> None:
+    print(f"{name}: median [min, max] over seeds {', '.join(map(str, seeds))}\n")
+    print("| run | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE]))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--impl", default=os.environ.get("RLHF_IMPL", "student"), help="the scripts' --impl")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "runs" / "experiments", help="folder for the lecture's curves"
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
+    if args.experiment in LECTURE:
+        run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
+        return
 
     runs_spec, columns = EXPERIMENTS[args.experiment]
     rows = []
@@ -283,12 +485,7 @@ def main() -> None:
             this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]], _reach(c)).split(' [')[0]}" for c in columns)
             print(f"  {this_seed}", file=sys.stderr)
         rows.append([label, *(_cell([r[c] for r in runs], _reach(c)) for c in columns)])
-    seeds = ", ".join(map(str, args.seeds))
-    print(f"{args.experiment}: median [min, max] over seeds {seeds}\n")
-    print("| run | " + " | ".join(columns) + " |")
-    print("|---" * (len(columns) + 1) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print_table(args.experiment, args.seeds, columns, rows)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,14 @@ def working_token_impl(impl: Impl, working_impl: str) -> str:
 
 
 @pytest.fixture(scope="session")
+def working_lecture_impl(impl: Impl) -> str:
+    """--impl value for the lecture's runs (task 10): the implementation under test, once rl/lecture.py is done."""
+    if _is_done(impl, ("lecture",)):
+        return impl.name
+    pytest.skip("runs the lecture's experiment end to end: finish the functions of task 10 first")
+
+
+@pytest.fixture(scope="session")
 def working_sources(impl: Impl, working_impl: str) -> dict[str, str]:
     """{"ppo.py": source, "grpo.py": source} of the working implementation, to copy and patch."""
     return {f"{m}.py": inspect.getsource(impl.module(m)) for m in REQUIRED_MODULES}
