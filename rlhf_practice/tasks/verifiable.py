@@ -10,7 +10,6 @@ It is the same class as the sentiment task's GPT-2 (``GPT2LMHeadModel``), so sam
 
 from __future__ import annotations
 
-import os
 import random
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
@@ -59,7 +58,6 @@ def build_policy(tokenizer: PreTrainedTokenizerBase, device: torch.device) -> Po
         vocab_size=len(tokenizer),
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -103,10 +101,6 @@ class VerifiableTask(Task):
         return build_tokenizer() if name == "tiny" else load_tokenizer(name)
 
     def load_policy(self, device: torch.device) -> PolicyValueModel:
-        # Matrices this small gain nothing from a second thread, and lose a lot when another program
-        # holds the other core (TASKS.md §11 has the timings). OMP_NUM_THREADS, when set, decides.
-        if "OMP_NUM_THREADS" not in os.environ:
-            torch.set_num_threads(1)
         model = self.config.model
         if model.model_name == "tiny":
             return build_policy(build_tokenizer(), device)
