@@ -7,7 +7,7 @@
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
 draws against the step, lightly smoothed (``--smooth``), one panel per quantity in :data:`PANELS`
 that at least one of the runs logged: ``reward/mean``, the verifiable tasks' ``accuracy/heldout``
-(drawn at the steps it was evaluated), ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level: KL to the frozen
+(drawn unsmoothed at the steps it was evaluated), ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level: KL to the frozen
 reference, nats per reply), ``policy/entropy`` (nats per reply token), ``value/explained_variance``
 (PPO's critic), ``response/length`` (tokens), then PPO's ``ppo/clip_frac`` and ``kl/k3`` (how far a
 step's updates moved the policy from the one that sampled; log scale). These two count per reply at
@@ -126,7 +126,8 @@ def plot(runs: list[Run], out: Path, weight: float) -> list[Panel]:
     for ax, panel in zip(axes.flat, panels):
         for i, run in enumerate(runs):
             if panel.draws(run):
-                steps, values = run.steps_of(panel.tag), smooth(run.metrics[panel.tag], weight)
+                sparse = panel.tag in run.tag_steps  # a few evaluations (accuracy/heldout): drawn as they are
+                steps, values = run.steps_of(panel.tag), smooth(run.metrics[panel.tag], 0 if sparse else weight)
                 ax.plot(steps, values, color=f"C{i % 10}", label=run.name, marker="." if len(steps) < 40 else None)
         ax.set_title(panel.title, fontsize=9)
         if panel.log:
