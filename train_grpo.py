@@ -3,6 +3,7 @@
     python train_grpo.py                     # tiny preset on a CPU, GPT-2 + IMDB on a GPU
     python train_grpo.py --impl FOLDER       # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_grpo.py --level token       # GRPO-clip (task 9): ratio clipping, KL to a reference
+    python train_grpo.py --task sort         # task 11: a small GPT learns to sort 4 digits (--task add: addition)
     python train_grpo.py --help              # every setting, with its default
 
 One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
@@ -39,6 +40,9 @@ def main() -> None:
             # 2. Generate B*K replies (no gradient) and score them.
             generation = run.generate(input_ids, attention_mask)
             replies, rewards = run.score_replies(generation, prompts)  # rewards: (B*K,)
+            # --task sort/add: the reward's parts, and greedy exact match on held-out prompts every
+            # eval_every steps (accuracy/heldout), of the policy before this step's update ({} for sentiment).
+            task_stats = run.task_metrics(step, prompts, replies)
 
             # 3. Group advantages: reward minus the mean of the K replies to the same prompt
             #    (your compute_group_advantages).
@@ -52,7 +56,7 @@ def main() -> None:
                 stats = token_level_update(run, optimizer, reference, generation, advantages, config)
 
             # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
-            metrics = {**stats, **rollout_stats(rewards, advantages, generation, group_size)}
+            metrics = {**stats, **rollout_stats(rewards, advantages, generation, group_size), **task_stats}
             run.logger.log(step, metrics, prompts, replies, rewards)
 
 

@@ -40,6 +40,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
 
         # 2. Score the replies with the task's reward (sentiment: the rule-based reward).
         replies, rewards = run.score_replies(generation, prompts)  # rewards: (B,)
+        task_stats = run.task_metrics(step, prompts, replies)  # --task sort/add: see train_grpo.py; {} for sentiment
 
         # 3. Log-probs and values of the policy that sampled the replies: the "old" policy.
         with torch.no_grad():
@@ -74,6 +75,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
             "loss/policy_before_update": ppo.ppo_clip_loss(
                 old.logprobs, old.logprobs, advantages, config.ppo_clip_range
             ),
+            **task_stats,
         }
         run.logger.log(step, metrics, prompts, replies, rewards)
 
@@ -90,6 +92,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
         input_ids, attention_mask, prompts = run.next_prompts()
         generation = run.generate(input_ids, attention_mask)
         replies, scores = run.score_replies(generation, prompts)  # (B,)
+        task_stats = run.task_metrics(step, prompts, replies)  # --task sort/add: see train_grpo.py; {} for sentiment
         mask = generation.response_mask  # (B, T): 1 on each reply's tokens up to its EOS
 
         # 2. Per-token log-probs and values V(s_t) of the sampling policy, log-probs of the reference.
@@ -121,6 +124,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
             "kl/beta": torch.tensor(kl_control.beta),
             "value/mean": rl.masked_mean(old.values, mask),
             "value/explained_variance": explained_variance(old.values[mask > 0], returns[mask > 0]),
+            **task_stats,
         }
         run.logger.log(step, metrics, prompts, replies, scores)
         kl_control.update(metrics["kl/ref"].item(), n=len(scores))

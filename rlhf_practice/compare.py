@@ -6,7 +6,8 @@
 
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
 draws against the step, lightly smoothed (``--smooth``), one panel per quantity in :data:`PANELS`
-that at least one of the runs logged: ``reward/mean``, ``kl/ref`` (token level: KL to the frozen
+that at least one of the runs logged: ``reward/mean``, the verifiable tasks' ``accuracy/heldout``
+(drawn unsmoothed at the steps it was evaluated), ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level: KL to the frozen
 reference, nats per reply), ``policy/entropy`` (nats per reply token), ``value/explained_variance``
 (PPO's critic), ``response/length`` (tokens), then PPO's ``ppo/clip_frac`` and ``kl/k3`` (how far a
 step's updates moved the policy from the one that sampled; log scale). These two count per reply at
@@ -15,7 +16,9 @@ mixes two units. ``kl/approx`` and the losses are in TensorBoard.
 
 The table lists, per run: algorithm, level, steps, final reward, the step and the second at which
 ``reward/mean`` first reached ``--threshold`` (0.8), final ``kl/ref``, final ``policy/entropy``,
-final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps.
+final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps. When some
+run logs ``accuracy/heldout`` (``--task sort`` / ``add``), a column gives its final value (the mean of
+the last 10 % of its evaluations: with the default 16 evaluations, the last one).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class Panel:
 
 PANELS = [
     Panel("reward/mean", "reward/mean (higher is better)"),
+    Panel("accuracy/heldout", "accuracy/heldout (sort, add): greedy exact match on held-out prompts"),
+    Panel("reward/format", "reward/format (add): share of the answer tags in place"),
+    Panel("reward/answer", "reward/answer (add): share of replies with the right sum"),
     Panel("kl/ref", "kl/ref: KL to the reference, nats per reply (token level)"),
     Panel("policy/entropy", "policy/entropy: nats per reply token"),
     Panel("value/explained_variance", "value/explained_variance (PPO): 1 = perfect critic, 0 = a constant"),
@@ -86,18 +92,22 @@ TABLE_TAGS = ("kl/ref", "policy/entropy", "response/length")  # the table's "fin
 
 
 def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
+    """One row per run; a "final accuracy/heldout" column (the last evaluations) when some run has it."""
+    accuracy = any("accuracy/heldout" in run.metrics for run in runs)
     lines = [
-        f"| run | algorithm | level | steps | final reward | steps to {threshold:g} | seconds to {threshold:g} "
-        "| final kl/ref (nats per reply) | final policy/entropy | final response/length | wall time (s) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| run | algorithm | level | steps | final reward | {'final accuracy/heldout | ' * accuracy}steps to {threshold:g} "
+        f"| seconds to {threshold:g} | final kl/ref (nats per reply) | final policy/entropy | final response/length "
+        "| wall time (s) |",
+        "|---|---|---|---:|---:|" + "---:|" * accuracy + "---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         final = {tag: f"{run.final(tag):.3g}" if tag in run.metrics else "n/a" for tag in TABLE_TAGS}
         reached = run.first_reaching(threshold)
         step_text, seconds_text = (str(reached[0]), f"{reached[1]:.1f}") if reached else ("never", "never")
+        held = f"{run.final('accuracy/heldout'):.3f} | " if "accuracy/heldout" in run.metrics else "n/a | "
         lines.append(
             f"| {run.name} | {run.algorithm} | {run.level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
-            f"| {step_text} | {seconds_text} | {' | '.join(final.values())} | {run.wall_seconds():.1f} |"
+            f"| {held * accuracy}{step_text} | {seconds_text} | {' | '.join(final.values())} | {run.wall_seconds():.1f} |"
         )
     return "\n".join(lines)
 
@@ -116,7 +126,9 @@ def plot(runs: list[Run], out: Path, weight: float) -> list[Panel]:
     for ax, panel in zip(axes.flat, panels):
         for i, run in enumerate(runs):
             if panel.draws(run):
-                ax.plot(run.steps, smooth(run.metrics[panel.tag], weight), color=f"C{i % 10}", label=run.name)
+                sparse = panel.tag in run.tag_steps  # a few evaluations (accuracy/heldout): drawn as they are
+                steps, values = run.steps_of(panel.tag), smooth(run.metrics[panel.tag], 0 if sparse else weight)
+                ax.plot(steps, values, color=f"C{i % 10}", label=run.name, marker="." if len(steps) < 40 else None)
         ax.set_title(panel.title, fontsize=9)
         if panel.log:
             ax.set_yscale("log")

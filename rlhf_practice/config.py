@@ -30,7 +30,11 @@ from typing import Any, ClassVar, TypeVar
 from rlhf_practice.errors import ConfigError
 
 PRESET_NAMES = ("tiny", "gpt2")
-TASK_NAMES = ("sentiment",)  # the tasks of rlhf_practice/tasks (TASK_CLASSES), each with its prompts and reward
+TASK_NAMES = (
+    "sentiment",
+    "sort",
+    "add",
+)  # the tasks of rlhf_practice/tasks (TASK_CLASSES), each with its prompts and reward
 MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
@@ -201,7 +205,7 @@ class TrainConfig(Settings):
     level: str = setting("sequence", LEVEL)
     """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
     task: str = setting("sentiment", one_of(*TASK_NAMES))
-    """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words)."""
+    """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words), "sort" (sort 4 digits) or "add" (a + b, answer in tags): these two have rewards computed from the prompt, a small GPT built from scratch and their own defaults (python train_grpo.py --task sort --help shows them)."""
     impl: str = setting(
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
@@ -228,6 +232,12 @@ class TrainConfig(Settings):
     """Pass normalize=True to the advantage function (scale advantages to unit std)."""
     num_steps: int = setting(100, POSITIVE)
     """Training steps; each step samples a fresh batch of prompts."""
+    warmup_steps: int = setting(0, NOT_NEGATIVE)
+    """Tasks with correct replies (sort, add): supervised steps on correct prompt/reply pairs before RL, logged under warmup/ (0 = none; --task sort sets 15)."""
+    warmup_learning_rate: float = setting(3e-3, within("(0, 1]"))
+    """Adam learning rate of the warm-up (its own optimizer; RL then starts a new one with learning_rate)."""
+    eval_every: int = setting(10, POSITIVE)
+    """Tasks with a held-out prompt set (sort, add): greedy exact match on it, accuracy/heldout, at step 1, every this many steps and at the last step."""
     seed: int = setting(0, within(f"[0, {2**32 - 1}]"))
     """Seed for prompts, sampling and initialisation; on a CPU the same seed gives the same metrics.csv."""
     device: str = setting(
@@ -428,6 +438,19 @@ def check(config: Settings, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}{name}={value!r} {problem}.")
 
 
+# Per task: the defaults a task sets on top of the preset's (fields shared by both algorithms, then
+# per-algorithm fields). Measured in TASKS.md §11 (python scripts/experiments.py group_size and the others).
+_TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "sort": {
+        "common": {"model": ModelConfig(model_name="tiny"), "max_new_tokens": 5, "warmup_steps": 15},
+        "grpo": {"train_batch_size": 32, "grpo_group_size": 8, "learning_rate": 5e-4, "num_steps": 150},
+    },
+    "add": {
+        "common": {"model": ModelConfig(model_name="tiny"), "max_new_tokens": 6, "warmup_steps": 0},
+        "grpo": {"train_batch_size": 16, "grpo_group_size": 8, "learning_rate": 3e-4, "num_steps": 250},
+    },
+}
+
 # Per preset: fields shared by both algorithms, then per-algorithm fields.
 _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "tiny": {
@@ -455,22 +478,25 @@ _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 ConfigT = TypeVar("ConfigT", bound=TrainConfig)
 
 
-def preset_config(cls: type[ConfigT], preset: str) -> ConfigT:
-    """The default ``cls`` (any class of :data:`CONFIGS`) for a resolved preset ("tiny" or "gpt2")."""
+def preset_config(cls: type[ConfigT], preset: str, task: str = "sentiment") -> ConfigT:
+    """The default ``cls`` (any class of :data:`CONFIGS`) for a resolved preset ("tiny" or "gpt2") and a
+    task: the preset's defaults, then the task's own (:data:`_TASK_DEFAULTS`; sentiment has none)."""
     if preset not in _PRESETS:
         raise ConfigError(f"preset={preset!r} {field_bound(TrainConfig, 'preset').problem()}.")
-    overrides = {**_PRESETS[preset]["common"], **_PRESETS[preset][cls.algorithm]}
+    layers = [_PRESETS[preset], _TASK_DEFAULTS.get(task, {})]
+    overrides = {k: v for layer in layers for part in ("common", cls.algorithm) for k, v in layer.get(part, {}).items()}
     overrides = {k: dataclasses.replace(v) if dataclasses.is_dataclass(v) else v for k, v in overrides.items()}
-    return cls(preset=preset, **overrides)
+    return cls(preset=preset, task=task, **overrides)
 
 
 def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> TrainConfig:
-    """Build the config of ``cls.algorithm`` at the ``--level`` given: the preset's defaults, then the flags.
+    """Build the config of ``cls.algorithm`` at the ``--level`` given: the preset's and the task's
+    defaults, then the flags.
 
     Every field is a flag (``--train_batch_size 8``, ``--model.model_name gpt2``); ``--help`` lists
-    them all with the defaults of the chosen preset. ``--preset`` and ``--level`` are read first: the
-    preset picks the defaults, the level the class (:data:`CONFIGS`), so a flag of the other level is
-    one clear error. Prints one line naming the preset. The values are checked once, by
+    them all with the defaults of the chosen preset and task. ``--preset``, ``--level`` and ``--task``
+    are read first: the preset and the task pick the defaults, the level the class (:data:`CONFIGS`),
+    so a flag of the other level is one clear error. Prints one line naming the preset. The values are checked once, by
     :meth:`Settings.validate` when the run starts.
     """
     import argparse
@@ -482,6 +508,7 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset", default="auto")
     pre.add_argument("--level", default=cls.level)
+    pre.add_argument("--task", default="sentiment")
     known = pre.parse_known_args(args)[0]
     if not LEVEL.accepts(known.level):
         raise ConfigError(f"level={known.level!r} {LEVEL.problem()}.")
@@ -498,7 +525,7 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
         note = f"preset: {preset} (auto: {reason}; choose with --preset tiny|gpt2)"
     else:
         preset, note = known.preset, f"preset: {known.preset}"
-    default = preset_config(cls, preset)
+    default = preset_config(cls, preset, known.task)
     config = tyro.cli(cls, args=args, default=default, description=_description(cls), use_underscores=True)
     config.preset = preset
     if not any(a in ("-h", "--help") for a in args):

@@ -37,10 +37,10 @@ from rlhf_practice.errors import TrainingError
 if TYPE_CHECKING:
     from rlhf_practice.modeling import Generation
 
-TIME_TAGS = ("time/step_s", "time/generate_s", "time/score_s", "time/elapsed_s")
+TIME_TAGS = ("time/step_s", "time/generate_s", "time/score_s", "time/eval_s", "time/warmup_s", "time/elapsed_s")
 # TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
 LAYOUT = {
-    "1 reward": ["reward/mean", "reward/std", "reward/group_std"],
+    "1 reward": ["reward/mean", "reward/std", "reward/group_std", "accuracy/heldout", "reward/format", "reward/answer"],
     "2 KL": ["kl/ref", "kl/beta", "kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
     "3 losses": [
         "loss/policy",
@@ -60,6 +60,7 @@ LAYOUT = {
         "response/length",
         "response/distinct",
     ],
+    "5 warm-up (sort, add)": ["warmup/loss", "warmup/accuracy"],
 }
 # What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out.
 BAR = {
@@ -206,6 +207,14 @@ class RunLogger:
             self._log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
         self.flush()
 
+    def log_warmup(self, step: int, scalars: dict[str, float]) -> None:
+        """Log a supervised warm-up step (``warmup/`` tags) to TensorBoard and warmup.csv; steps count from 1."""
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, step)
+        if "warmup.csv" not in self._files:
+            self._files["warmup.csv"] = open(self.run_dir / "warmup.csv", "w", newline="")
+        self._write_row("warmup.csv", step, scalars)
+
     def _write_row(self, name: str, step: int, row: dict[str, float]) -> None:
         if name not in self._csv:
             self._csv[name] = csv.DictWriter(self._files[name], fieldnames=["step", *row])
@@ -268,6 +277,8 @@ class Run:
     summary: dict
     metrics: dict[str, list[float]]
     steps: list[int]
+    tag_steps: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    """The steps at which each tag has a value; a tag logged at every step (most) has ``steps``."""
 
     @property
     def algorithm(self) -> str:
@@ -279,8 +290,12 @@ class Run:
         return self.config.get("level", "sequence")
 
     def final(self, tag: str) -> float:
-        """:func:`final_mean` of ``tag``."""
+        """:func:`final_mean` of ``tag`` (of the values it has: for ``accuracy/heldout``, its evaluations)."""
         return final_mean(self.metrics.get(tag, []))
+
+    def steps_of(self, tag: str) -> list[int]:
+        """The steps at which ``tag`` was logged: every step, or for ``accuracy/heldout`` the evaluations."""
+        return self.tag_steps.get(tag, self.steps)
 
     def first_reaching(self, threshold: float, tag: str = "reward/mean") -> tuple[int, float] | None:
         """(step, seconds since the start) when ``tag`` first reached ``threshold``; None if it never did."""
@@ -288,7 +303,9 @@ class Run:
         i = next((i for i, v in enumerate(values) if v >= threshold), None)
         if i is None:
             return None
-        return self.steps[i], elapsed[i] if i < len(elapsed) else math.nan
+        step = self.steps_of(tag)[i]
+        row = self.steps.index(step)
+        return step, elapsed[row] if row < len(elapsed) else math.nan
 
     def wall_seconds(self) -> float:
         if "wall_s" in self.summary:
@@ -309,11 +326,14 @@ def load_run(folder: Path) -> Run:
     folder = Path(folder)
     timing = {row["step"]: row for row in _read_csv(folder / "timing.csv")}
     metrics: dict[str, list[float]] = {}
+    tag_steps: dict[str, list[int]] = {}
     steps = []
     for row in _read_csv(folder / "metrics.csv"):
         steps.append(int(row["step"]))
         for tag, value in {**row, **timing.get(row["step"], {})}.items():
-            if tag != "step" and value != "":
+            if tag != "step" and value != "":  # empty: a tag not logged at this step (accuracy/heldout)
                 metrics.setdefault(tag, []).append(float(value))
+                tag_steps.setdefault(tag, []).append(steps[-1])
+    sparse = {tag: at for tag, at in tag_steps.items() if len(at) < len(steps)}
     read_json = lambda name: json.loads((folder / name).read_text()) if (folder / name).is_file() else {}  # noqa: E731
-    return Run(folder.name, folder, read_json("config.json"), read_json("summary.json"), metrics, steps)
+    return Run(folder.name, folder, read_json("config.json"), read_json("summary.json"), metrics, steps, sparse)

@@ -25,15 +25,16 @@ from urllib.parse import urlparse
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
-from rlhf_practice.modeling import Generation, PolicyValueModel
+from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_from_mask, response_mask_from_ids
 from rlhf_practice.sampling import Sampler
 from rlhf_practice.tasks import Task, build_task
-from rlhf_practice.tracking import RunLogger
+from rlhf_practice.tracking import RunLogger, check_finite
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -176,6 +177,24 @@ class TrainingRun:
             replies = generation.decode(self.tokenizer)
             return replies, self.task.reward(prompts, replies).to(self.device)
 
+    def task_metrics(self, step: int, prompts: list[str], replies: list[str]) -> dict[str, torch.Tensor]:
+        """What a task logs beyond the reward (0-dim tensors): the mean of each part of the reward
+        (``reward/format``, ``reward/answer``), and ``accuracy/heldout`` at step 1, every ``eval_every``
+        steps and at the last step. Call it before the step's update: like ``reward/mean``, it then
+        measures the policy that sampled the step's replies (at step 1: after the warm-up, before any
+        RL). Nothing for a task without parts or held-out prompts (sentiment)."""
+        metrics = {tag: part.mean().to(self.device) for tag, part in self.task.reward_parts(prompts, replies).items()}
+        heldout = self.task.heldout_prompts()
+        if heldout and (step == 1 or step % self.config.eval_every == 0 or step == self.config.num_steps):
+            with self.logger.timed("eval"):
+                metrics["accuracy/heldout"] = torch.tensor(self.heldout_accuracy(heldout), device=self.device)
+        return metrics
+
+    def heldout_accuracy(self, prompts: list[str]) -> float:
+        """Exact match of greedy replies to ``prompts``: the share whose reply is the task's solution."""
+        replies = greedy_replies(self.policy, self.tokenizer, prompts, self.config.max_new_tokens)
+        return sum(r == s for r, s in zip(replies, self.task.solutions(prompts))) / len(prompts)
+
     def _save_policy(self, folder: Path) -> Path:
         """Write the policy and tokenizer to ``folder``/policy atomically: a partial save never has that name."""
         partial = Path(tempfile.mkdtemp(prefix=".policy-partial-", dir=folder))
@@ -225,6 +244,61 @@ class TrainingRun:
         print(f"{outcome} after {self.logger.steps_done} steps: logs in {self.logger.run_dir}{where}", file=sys.stderr)
 
 
+WARMUP_BATCH_SIZE = 128
+"""Prompt/reply pairs per warm-up step (whatever the RL batch, so that a warm-up of N steps is the same in every run)."""
+
+
+@torch.no_grad()
+def greedy_replies(
+    policy: PolicyValueModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], max_new_tokens: int
+) -> list[str]:
+    """The most likely reply to each prompt, token by token (no sampling, so no random numbers are
+    drawn), as text up to its first EOS. Recomputes the whole sequence for each token: meant for the
+    short prompts and replies of the verifiable tasks."""
+    encoded = tokenizer(prompts, padding=True, return_tensors="pt")
+    ids, mask = encoded.input_ids.to(policy.device), encoded.attention_mask.to(policy.device)  # (B, P)
+    prompt_length = ids.shape[1]
+    for _ in range(max_new_tokens):
+        logits = policy.lm(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask)).logits
+        ids = torch.cat([ids, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+        mask = F.pad(mask, (0, 1), value=1)
+    response_mask = response_mask_from_ids(ids[:, prompt_length:], tokenizer.eos_token_id)
+    return Generation(ids, mask, response_mask, prompt_length).decode(tokenizer)
+
+
+def warm_up(run: TrainingRun) -> None:
+    """``config.warmup_steps`` supervised steps before RL: cross-entropy of the task's correct replies
+    (EOS included) given their prompts, on batches of :data:`WARMUP_BATCH_SIZE` prompts drawn from the
+    training prompts (never the held-out ones), with their own Adam optimizer. Logs ``warmup/loss``
+    and ``warmup/accuracy`` (the share of the batch whose every reply token is the model's most likely
+    one, measured before the step's update) to TensorBoard and warmup.csv."""
+    config, tokenizer, policy = run.config, run.tokenizer, run.policy
+    batches = run.task.prompt_batches(tokenizer, WARMUP_BATCH_SIZE, config.seed + 2**32)  # not RL's prompts
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.warmup_learning_rate)
+    with run.logger.timed("warmup"):
+        for step in range(1, config.warmup_steps + 1):
+            batch = next(batches)
+            replies = [r + tokenizer.eos_token for r in run.task.solutions(batch["prompt_text"])]
+            targets = tokenizer(replies, padding="longest", padding_side="right", return_tensors="pt")
+            target_ids, target_mask = targets.input_ids.to(run.device), targets.attention_mask.to(run.device)  # (B, T)
+            ids = torch.cat([batch["input_ids"].to(run.device), target_ids], dim=1)  # (B, P + T)
+            mask = torch.cat([batch["attention_mask"].to(run.device), target_mask], dim=1)
+            prompt_length = batch["input_ids"].shape[1]
+            logits = policy.lm(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask)).logits
+            logits = logits[:, prompt_length - 1 : -1]  # (B, T, V): the prediction of each reply token
+            token_loss = F.cross_entropy(logits.transpose(1, 2), target_ids, reduction="none")  # (B, T)
+            loss = (token_loss * target_mask).sum() / target_mask.sum()
+            right = (logits.argmax(dim=-1) == target_ids) | (target_mask == 0)
+            check_finite("warmup/loss", loss)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+            optimizer.step()
+            run.logger.log_warmup(
+                step, {"warmup/loss": loss.item(), "warmup/accuracy": right.all(dim=1).float().mean().item()}
+            )
+
+
 def start_run(config: TrainConfig) -> TrainingRun:
     """Check everything that can be checked cheaply, then load the model, prompts and reward.
 
@@ -241,13 +315,18 @@ def start_run(config: TrainConfig) -> TrainingRun:
     device = resolve_device(config.device)
     name = (
         config.run_name
-        or f"{config.algorithm}{'-token' * (config.level == 'token')}-{config.preset}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        or f"{config.algorithm}{'-token' * (config.level == 'token')}-{config.preset if config.task == 'sentiment' else config.task}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     )
     run_dir = Path(config.run_dir) / name
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
     check_writable(Path(config.run_dir))
     task = build_task(config)
+    if config.warmup_steps and task.solutions([]) is None:
+        raise ConfigError(
+            f"warmup_steps={config.warmup_steps}: the {config.task} task has no correct replies to learn from; "
+            "use 0 (a warm-up needs --task sort or add)."
+        )
     work_offline_unless_hub_answers(task.hub_names())
 
     seed_everything(config.seed)
@@ -275,7 +354,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     except FileExistsError as err:  # a run started at the same moment took the name
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
     print(
-        f"{config.algorithm} | task={config.task} | level={config.level} | impl={impl.name} | model={config.model.model_name} | data={config.data.dataset_name} "
+        f"{config.algorithm} | task={config.task} | level={config.level} | impl={impl.name} | {task.describe()} "
         f"| device={device} | run folder {run_dir}",
         file=sys.stderr,
     )
@@ -292,6 +371,8 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
     """
     run = start_run(config)
     try:
+        if config.warmup_steps:
+            warm_up(run)
         yield run
     except KeyboardInterrupt:
         print(f"\ninterrupted (Ctrl-C) at step {run.logger.steps_done + 1}", file=sys.stderr)

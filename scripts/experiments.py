@@ -15,6 +15,9 @@
     python scripts/experiments.py kl_target          # checkpoint 9: beta fixed vs adapted toward kl_target 3 / 1
     python scripts/experiments.py lecture            # §10.5: 4 delta modes x naive / clipped loss, held-out sort
     python scripts/experiments.py lecture_slip       # §10.5: the same with the lecture's ratio, log_probs / old_log_probs
+    python scripts/experiments.py group_size         # task 11: --task sort with K = 2 / 8 / 16 replies per prompt
+    python scripts/experiments.py warmup             # task 11: --task sort with and without the supervised warm-up
+    python scripts/experiments.py add_hacking        # task 11: --task add, format reward hacked; the warm-up as the fix
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
 
@@ -25,7 +28,10 @@ first, "max" / "min" the largest / smallest value of any step, "mean" the mean o
 "÷ weight" divides reward/mean by the run's --reward.sentiment_weight (1 unless its flags set it; a
 weight up to 1 scales the reward exactly, the reward being clipped to [-1, 1]), so that runs with a
 scaled reward compare on one scale; "steps to 0.8·weight" is the first step at which reward/mean
-reached 0.8 times the weight. "Positive words per reply" counts the reward's positive words (after
+reached 0.8 times the weight. For the verifiable tasks (task 11), "held-out" columns read
+accuracy/heldout, which is logged at step 1 and every --eval_every steps: "first" is its step-1 value
+(after the warm-up, before any RL), "final" its last value, "steps to 0.8" the first evaluation at
+or above 0.8. "Positive words per reply" counts the reward's positive words (after
 negation) in the replies that samples.jsonl holds. Nothing here is a test. Each run's own figures go
 to stderr as it ends; the table goes to stdout.
 
@@ -103,6 +109,12 @@ COLUMNS = {
     "median value/explained_variance, steps 1-20": ("value/explained_variance", "median20"),
     "positive words per reply, first 10 %": ("", "samples_first"),
     "positive words per reply, last 10 %": ("", "samples_final"),
+    "first held-out": ("accuracy/heldout", "step1"),
+    "final held-out": ("accuracy/heldout", "last"),
+    "held-out steps to 0.8": ("accuracy/heldout", "reach"),
+    "first reward/format": ("reward/format", "first"),
+    "final reward/format": ("reward/format", "final"),
+    "final reward/answer": ("reward/answer", "final"),
     "wall s": ("", "wall"),
 }
 EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
@@ -122,6 +134,14 @@ def reward_weight(flags: list[str]) -> float:
 def ppo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
     """One row of a table: (label, algorithm, flags); the label is the flags unless ``label`` is given."""
     return label or " ".join(["PPO", *flags]), "ppo", list(flags)
+
+
+HELD_OUT = ["first held-out", "final held-out", "held-out steps to 0.8"]
+
+
+def grpo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
+    """A train_grpo.py row (see :func:`ppo`)."""
+    return label or " ".join(["GRPO", *flags]), "grpo", list(flags)
 
 
 # name: ([(row label, algorithm, flags)], columns)
@@ -215,6 +235,34 @@ EXPERIMENTS = {
         ],
         ["final reward", "steps to 0.8", "final kl/ref", "final kl/beta", "wall s"],
     ),
+    "group_size": (
+        [grpo("--task", "sort", "--grpo_group_size", k) for k in ("2", "8", "16")],
+        [*HELD_OUT, "final reward", "wall s"],
+    ),
+    "warmup": (
+        [
+            grpo("--task", "sort", label="GRPO --task sort (warm-up: 15 steps)"),
+            grpo("--task", "sort", "--warmup_steps", "0"),
+        ],
+        [*HELD_OUT, "first reward", "final reward", "wall s"],
+    ),
+    "add_hacking": (
+        [
+            grpo("--task", "add", label="GRPO --task add (no warm-up)"),
+            grpo("--task", "add", "--warmup_steps", "150"),
+            grpo(
+                "--task", "add", "--warmup_steps", "300", "--num_steps", "1", label="supervised only: 300 warm-up steps"
+            ),
+        ],
+        [
+            "first reward/format",
+            "final reward/format",
+            "final reward/answer",
+            "first held-out",
+            "final held-out",
+            "wall s",
+        ],
+    ),
 }
 
 
@@ -261,6 +309,8 @@ def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
             out[column] = max(abs(v) for v in values)
         elif how == "step1":
             out[column] = values[0]
+        elif how == "last":
+            out[column] = values[-1]
         elif how == "median20":
             out[column] = statistics.median(values[:20])
         elif how == "first":

@@ -33,6 +33,10 @@ class Task(ABC):
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
 
+    def describe(self) -> str:
+        """The model and prompts in a few words, for the line a run prints when it starts."""
+        return f"model={self.config.model.model_name} | data={self.config.data.dataset_name}"
+
     def hub_names(self) -> list[str]:
         """Model and dataset names that may have to come from the Hugging Face Hub (none by default)."""
         return []
@@ -57,3 +61,19 @@ class Task(ABC):
     @abstractmethod
     def reward(self, prompts: Sequence[str], replies: Sequence[str]) -> torch.Tensor:
         """FloatTensor (N,): the reward of each reply (its text up to the first EOS) to its prompt."""
+
+    # Optional: tasks whose rewards are computed from the prompt (sort, add) say more. The defaults
+    # (no parts, no held-out set, no known solutions) are the sentiment task's.
+
+    def reward_parts(self, prompts: Sequence[str], replies: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The parts the reward is made of, by tag (e.g. ``reward/format``): FloatTensor (N,) each; none by default."""
+        return {}
+
+    def heldout_prompts(self) -> list[str]:
+        """A fixed set of prompts that :meth:`prompt_batches` never yields, for ``accuracy/heldout``; none by default."""
+        return []
+
+    def solutions(self, prompts: Sequence[str]) -> list[str] | None:
+        """The correct reply to each prompt (without EOS), for the warm-up and exact match; None if the
+        task has no single correct reply (the default)."""
+        return None
