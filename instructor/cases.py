@@ -13,13 +13,12 @@ tolerance per dtype.
 
 from __future__ import annotations
 
-import copy
 import warnings
 
 import torch
 
 from instructor.mistakes import wrong_variants
-from rlhf_practice.checks import run_case
+from rlhf_practice.checks import build_model, fresh_inputs, model_data, run_case
 from rlhf_practice.course import graded, load_impl, module_of
 
 DTYPES = (torch.float32, torch.float64)
@@ -58,8 +57,9 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
     module = module_of(function)
     kwargs = kwargs or {}
     raises = extra.pop("raises", None)
+    called = fresh_inputs({"args": args})  # models rebuilt from their recorded data
     try:
-        out = getattr(key.module(module), function)(*[copy.deepcopy(v) for _, v in args], **kwargs)
+        out = getattr(key.module(module), function)(*called.values(), **kwargs)
     except Exception as err:
         if type(err).__name__ != raises:
             raise
@@ -79,7 +79,9 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "mistakes": {},
         "grad_of": extra.pop("grad_of", list(grads)),
         "grad_weights": extra.pop("grad_weights", None),
+        "grad_output": extra.pop("grad_output", None),
         "grads": grads,
+        "modes": {name: m.training for name, m in called.items() if isinstance(m, torch.nn.Module)},
         "unmodified": extra.pop("unmodified", False),
         "book": extra.pop("book", ""),
         "outputs": outputs,
@@ -104,8 +106,8 @@ def _add_catalogued_mistakes(case: dict) -> None:
             warnings.simplefilter("ignore")
             result = run_case(variant.fn, case)
         got = result["output"]
-        if result["error"] or not _plain_like(got, case["expected"]):
-            continue
+        if result["error"] or not _plain_like(got, case["expected"]) or result["modes"] != case["modes"]:
+            continue  # the generic checks tell these (a model left in another mode: whatever its dropout drew)
         if _differs(got, case["expected"]):
             case["mistakes"].setdefault(variant.diagnosis, got)
             continue
@@ -1036,30 +1038,311 @@ def kl_penalty_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
     return cases
 
 
-BUILDERS = (
-    advantage_cases,
-    clip_loss_cases,
-    group_cases,
-    grpo_loss_cases,
-    masked_mean_cases,
-    kl_cases,
-    gae_cases,
-    token_ppo_cases,
-    grpo_clip_cases,
-    sort_distance_cases,
-    sort_inclusion_ordering_cases,
-    deltas_cases,
-    loss_cases,
-    kl_penalty_cases,
-)
+# ----------------------------------------------------------------------------- DPO (task 12)
+#
+# Batches are flush left, as train_dpo.py builds them: each row holds its prompt, its reply (ending with the
+# end-of-text token when the reply finished), then padding. Most case models pad with the end-of-text id, as
+# GPT-2 does (EOS = pad = 15), so that a function telling padding by the token id gets a wrong number. The
+# models are tiny GPT-2s recorded as data (rlhf_practice.checks.model_data): a case costs milliseconds.
+
+VOCAB = 16
+EOS = VOCAB - 1
+
+
+def _tiny_gpt2(g, *, n_layer=1, n_embd=8, dropout=0.0, pad=EOS, training=False) -> dict:
+    """A GPT-2 of ``n_layer`` layers as data, its weights drawn from ``g``: large enough that the tokens'
+    log-probs differ clearly (GPT-2's own initialisation, std 0.02, puts every token near log 1/16)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=VOCAB, n_positions=16, n_embd=n_embd, n_layer=n_layer, n_head=2,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, bos_token_id=EOS, eos_token_id=EOS, pad_token_id=pad,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        model = GPT2LMHeadModel(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=g, dtype=F64)
+            if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                param.copy_(1 + 0.1 * noise)
+            else:
+                param.copy_(noise * (0.5 if name.startswith(("transformer.wte", "transformer.wpe")) else 0.2))
+    return model_data(model.train(training))
+
+
+def _batch(g, rows, seq: int, pad: int = EOS, junk_padding: bool = False) -> list:
+    """(input_ids, attention_mask, prompt_lengths) of flush-left rows; ``rows`` = [(prompt length, reply
+    length, finished)]: a finished reply's last token is the end-of-text token. Other tokens are drawn from
+    0 .. 14 (never EOS); ``junk_padding``: the padding holds random ids instead of ``pad``."""
+    ids = torch.full((len(rows), seq), pad)
+    mask = torch.zeros(len(rows), seq, dtype=torch.long)
+    for i, (prompt, reply, finished) in enumerate(rows):
+        n = prompt + reply
+        ids[i, :n] = torch.randint(0, EOS, (n,), generator=g)
+        ids[i, n - 1] = EOS if finished else ids[i, n - 1]
+        mask[i, :n] = 1
+        if junk_padding:
+            ids[i, n:] = torch.randint(0, EOS, (seq - n,), generator=g)
+    lengths = torch.tensor([prompt for prompt, _, _ in rows])
+    return [("input_ids", ids), ("attention_mask", mask), ("prompt_lengths", lengths)]
+
+
+def _random_rows(g, batch: int, seq: int) -> list[tuple]:
+    """Random rows for a batch of ``seq`` columns: prompts of 1-4 tokens, replies that fill the row or stop early."""
+    rows = []
+    for _ in range(batch):
+        prompt = int(torch.randint(1, 5, (), generator=g))
+        reply = int(torch.randint(1, seq - prompt + 1, (), generator=g))
+        rows.append((prompt, reply, bool(torch.rand((), generator=g) < 0.7)))
+    return rows
+
+
+def _padded_more(batch: list, extra: int, pad: int = EOS) -> list:
+    """The same rows with ``extra`` more columns of padding."""
+    (_, ids), (_, mask), lengths = batch
+    ids = torch.cat([ids, torch.full((ids.shape[0], extra), pad)], dim=1)
+    mask = torch.cat([mask, torch.zeros(mask.shape[0], extra, dtype=mask.dtype)], dim=1)
+    return [("input_ids", ids), ("attention_mask", mask), lengths]
+
+
+def _parameter_count(model: dict) -> int:
+    return sum(p.numel() for p in build_model(model).parameters())
+
+
+# The rows of the §12.2 table: a finished reply with padding after it, a reply that is only its end-of-text
+# token, and an unfinished reply that fills its row.
+REPLY_ROWS = [(3, 4, True), (2, 1, True), (4, 5, False)]
+
+
+def reply_logps_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "reply_logps")
+
+    def add_model(id: str, what: str, model: dict, batch: list, **extra) -> None:
+        add(id, what, [("model", model), *batch], **extra)
+
+    if fixed:
+        model = _tiny_gpt2(g)
+        batch = _batch(g, REPLY_ROWS, 9)
+        add_model(
+            "eos_is_pad", "reply_logps on 3 rows whose padding has the end-of-text id (as GPT-2 pads)", model, batch
+        )
+        padded = _padded_more(batch, 4)
+        add_model(
+            "more_padding_changes_nothing",
+            "reply_logps on the same 3 rows with 4 more columns of padding (the result must not change)",
+            model,
+            padded,
+        )
+        same = [key.dpo.reply_logps(build_model(model), *(v for _, v in b)) for b in (batch, padded)]
+        assert torch.allclose(same[0], same[1], rtol=0, atol=1e-5), same
+        add_model(
+            "padding_holds_other_ids",
+            "reply_logps on rows whose padding holds random token ids (attention_mask 0 there)",
+            model,
+            _batch(g, REPLY_ROWS, 10, junk_padding=True),
+        )
+        zero_pad = _tiny_gpt2(g, pad=0)
+        batch = _batch(g, [(2, 5, True), (3, 2, True), (1, 7, False)], 8, pad=0)
+        batch[0][1][0, 2:4] = 0  # real reply tokens that happen to have the pad id
+        add_model(
+            "pad_id_differs_from_eos",
+            "reply_logps with pad id 0 (not the end-of-text id 15) and real reply tokens whose id is 0",
+            zero_pad,
+            batch,
+        )
+        two_layers = _tiny_gpt2(g, n_layer=2, n_embd=16)
+        batch = _batch(g, [(1, 6, True), (4, 2, True), (2, 8, False), (3, 3, False)], 10)
+        add_model(
+            "two_layers", "reply_logps with a 2-layer model on 4 rows, prompts of 1 to 4 tokens", two_layers, batch
+        )
+        add_model(
+            "model_in_train_mode",
+            "reply_logps with the model in train mode (dropout 0): use it in the mode it comes in",
+            _tiny_gpt2(g, training=True),
+            _batch(g, REPLY_ROWS, 9),
+        )
+        add_model(
+            "model_with_dropout_in_eval_mode",
+            "reply_logps with a model in eval mode whose dropout is 0.2: use it in the mode it comes in",
+            _tiny_gpt2(g, dropout=0.2),
+            _batch(g, REPLY_ROWS, 9),
+        )
+        batch = _batch(g, REPLY_ROWS, 9)
+        weights = torch.tensor([1.0, -0.5, 2.0])
+        case = {"args": [("model", model), *batch], "kwargs": {}, "grad_of": ["model"], "grad_weights": weights}
+        add_model(
+            "gradient_reaches_the_model",
+            "reply_logps: the gradient of sum(weights * result) w.r.t. the model's parameters",
+            model,
+            batch,
+            grad_weights=weights,
+            grads={"model": _grad(run_case(key.dpo.reply_logps, case)["grads"]["model"])},
+        )
+        add_model("inputs_unmodified", "reply_logps", model, _batch(g, REPLY_ROWS, 9), unmodified=True)
+    for n_layer in (1, 2):
+        model = _tiny_gpt2(g, n_layer=n_layer, n_embd=8 * n_layer, dropout=0.1)
+        add_model(
+            f"random_{n_layer}_layers",
+            f"reply_logps with a random {n_layer}-layer model on 5 random rows of 12 tokens",
+            model,
+            _batch(g, _random_rows(g, 5, 12), 12),
+        )
+    return cases
+
+
+def reference_logps_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "reference_logps")
+
+    def add_ref(id: str, what: str, model: dict, batch: list, **extra) -> None:
+        frozen = _grad(
+            torch.zeros(_parameter_count(model)),
+            "the reference is frozen: compute it under torch.no_grad() (or detach the result), so that DPO's "
+            "gradient never trains it",
+        )
+        add(id, what, [("ref_model", model), *batch], grads={"ref_model": frozen}, **extra)
+
+    if fixed:
+        model = _tiny_gpt2(g, dropout=0.2, training=True)
+        add_ref(
+            "arrives_in_train_mode",
+            "reference_logps with ref_model in train mode (dropout 0.2), 3 rows padded with the end-of-text id",
+            model,
+            _batch(g, REPLY_ROWS, 9),
+        )
+        add_ref(
+            "arrives_in_eval_mode",
+            "reference_logps with ref_model already in eval mode (dropout 0.2)",
+            _tiny_gpt2(g, dropout=0.2),
+            _batch(g, REPLY_ROWS, 9),
+        )
+        add_ref(
+            "two_layers",
+            "reference_logps with a 2-layer ref_model in train mode (dropout 0.1), 4 rows",
+            _tiny_gpt2(g, n_layer=2, n_embd=16, dropout=0.1, training=True),
+            _batch(g, [(1, 6, True), (4, 2, True), (2, 8, False), (3, 3, False)], 10),
+        )
+        add_ref("inputs_unmodified", "reference_logps", model, _batch(g, REPLY_ROWS, 9), unmodified=True)
+    model = _tiny_gpt2(g, n_layer=2, n_embd=16, dropout=0.1, training=True)
+    add_ref(
+        "random_2_layers",
+        "reference_logps with a random 2-layer ref_model in train mode (dropout 0.1) on 5 random rows",
+        model,
+        _batch(g, _random_rows(g, 5, 12), 12),
+    )
+    return cases
+
+
+# dpo_loss (§12.3). Margins stay within |beta * margin| <= 20, where -log(sigmoid(x)) is as accurate as
+# logsigmoid(x) (a right answer too); the docstring asks for logsigmoid, which stays finite beyond.
+
+DPO_BOOK = ([-5.0, -7.0, -3.0], [-9.0, -4.0, -6.0], [-6.0, -6.0, -3.0], [-8.0, -5.0, -6.0])  # TASKS.md §12.3
+DPO_NAMES = ("policy_chosen_logps", "policy_rejected_logps", "ref_chosen_logps", "ref_rejected_logps")
+
+
+def _dpo_args(pc, pr, rc, rr, beta=0.1) -> list:
+    return [*zip(DPO_NAMES, (pc, pr, rc, rr)), *([("beta", beta)] if beta is not None else [])]
+
+
+def _dpo_grads(key, args, names=("policy_chosen_logps", "policy_rejected_logps")) -> dict:
+    case = {"args": args, "kwargs": {}, "grad_of": list(names), "grad_output": 0}
+    return {name: _grad(grad) for name, grad in run_case(key.dpo.dpo_loss, case)["grads"].items()}
+
+
+def dpo_loss_cases(key, g: torch.Generator, fixed: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "dpo_loss", outputs=["losses", "chosen_rewards", "rejected_rewards"])
+
+    def add_with_grad(id: str, what: str, args: list, **extra) -> None:
+        add(id, what, args, grads=_dpo_grads(key, args), grad_output=0, **extra)
+
+    if fixed:
+        book = [torch.tensor(x, dtype=F64) for x in DPO_BOOK]
+        what = "dpo_loss on the §12.3 example (" + ", ".join(f"{n} = {v}" for n, v in zip(DPO_NAMES, DPO_BOOK))
+        add("book_example", what + ", beta=0.1)", _dpo_args(*book), book="§12.3")
+        add_with_grad(
+            "gradient_on_the_book_example",
+            "dpo_loss on the §12.3 example: the gradient of the losses",
+            _dpo_args(*book),
+        )
+        add_with_grad(
+            "gradient_when_every_input_requires_grad",
+            "dpo_loss on the §12.3 example when every input requires grad: the gradient of the losses",
+            _dpo_args(*book),
+            grad_of=list(DPO_NAMES),
+        )
+        pc, pr, rc, rr = book
+        swapped = _dpo_args(pr, pc, rr, rc)
+        add("chosen_and_rejected_swapped", "dpo_loss on the §12.3 example with chosen and rejected swapped", swapped)
+        margin = 0.1 * ((pc - rc) - (pr - rr))
+        assert torch.allclose(key.dpo.dpo_loss(pr, pc, rr, rc)[0], -torch.nn.functional.logsigmoid(-margin))
+        add("default_beta", "dpo_loss on the §12.3 example without beta (its default is 0.1)", _dpo_args(*book, None))
+        for beta in (0.5, 0.02):
+            add(f"book_example_beta_{beta}", f"dpo_loss on the §12.3 example, beta={beta}", _dpo_args(*book, beta))
+        for dtype in DTYPES:
+            policy = (-torch.rand(2, 6, generator=g, dtype=F64) * 40).to(dtype)
+            add(
+                f"policy_equals_reference_{_name(dtype)}",
+                f"dpo_loss with the policy's log-probs equal to the reference's ({dtype}): losses log 2, rewards 0",
+                _dpo_args(policy[0], policy[1], policy[0].clone(), policy[1].clone()),
+            )
+        ref = -torch.rand(4, generator=g) * 60 - 20
+        args = _dpo_args(ref + torch.tensor([30.0, -30.0, 5.0, -36.0]), ref - 6.0, ref, ref - 6.0, 0.5)
+        add_with_grad("large_margins_float32", "dpo_loss in float32 with beta * margin from -18 to 15", args)
+        add("inputs_unmodified", "dpo_loss", _dpo_args(*book), unmodified=True)
+    for dtype in DTYPES:
+        for pairs in (1, 7, 64):
+            for beta in (0.1, 0.5):
+                ref = -torch.rand(2, pairs, generator=g, dtype=F64) * 50 - 5
+                policy = ref + torch.randn(2, pairs, generator=g, dtype=F64) * 4
+                add_with_grad(
+                    f"random_{_name(dtype)}_{pairs}_pairs_beta_{beta}",
+                    f"dpo_loss on random {dtype} log-probs of {pairs} pairs, beta={beta}",
+                    _dpo_args(*(t.to(dtype) for t in (policy[0], policy[1], ref[0], ref[1])), beta),
+                )
+    return cases
+
+
+BUILDERS = {  # {graded function: the builder of its cases}, in the order of the case book
+    "compute_advantages": advantage_cases,
+    "ppo_clip_loss": clip_loss_cases,
+    "compute_group_advantages": group_cases,
+    "grpo_loss": grpo_loss_cases,
+    "masked_mean": masked_mean_cases,
+    "per_token_kl": kl_cases,
+    "compute_gae": gae_cases,
+    "token_ppo_loss": token_ppo_cases,
+    "grpo_clip_loss": grpo_clip_cases,
+    "sort_distance_reward": sort_distance_cases,
+    "sort_inclusion_ordering_reward": sort_inclusion_ordering_cases,
+    "compute_deltas": deltas_cases,
+    "compute_loss": loss_cases,
+    "compute_kl_penalty": kl_penalty_cases,
+    "reply_logps": reply_logps_cases,
+    "reference_logps": reference_logps_cases,
+    "dpo_loss": dpo_loss_cases,
+}
 FIXTURE_SEED = 2024
 
 
-def build_cases(seed: int | None = None) -> list[dict]:
-    """The committed cases (``seed=None``), or fresh random ones only (hidden cases for the grader)."""
+def build_cases(seed: int | None = None, function: str | None = None) -> list[dict]:
+    """The committed cases (``seed=None``), or fresh random ones only (hidden cases for the grader); of
+    one graded function if ``function`` is given.
+
+    The committed cases draw from one generator, in the order of :data:`BUILDERS`. Fresh ones draw from a
+    generator per function, seeded with ``seed``: a function's hidden cases are the same whether they are
+    built alone (``function=``, e.g. for one selected test) or with all the others.
+    """
     key = load_impl("answer")
-    g = torch.Generator().manual_seed(FIXTURE_SEED if seed is None else seed)
-    cases = [case for builder in BUILDERS for case in builder(key, g, fixed=seed is None)]
+    shared = torch.Generator().manual_seed(FIXTURE_SEED)
+    cases = []
+    for name, builder in BUILDERS.items():
+        g = shared if seed is None else torch.Generator().manual_seed(seed)
+        if function is None or name == function:
+            cases += builder(key, g, fixed=seed is None)
+        elif seed is None:
+            builder(key, g, fixed=True)  # its draws move the shared generator on: the next function's stay
     if seed is not None:
         for case in cases:
             case["id"] = "hidden_" + case["id"]

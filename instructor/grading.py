@@ -3,21 +3,21 @@
     python -m instructor.grading submissions/alice submissions/bob ...
     python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
-Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py``
-for tasks 7-9, ``lecture.py`` for task 10): a copy of their ``rlhf_practice/rl/``. For each one, a
-child process runs in a fresh temporary tree that holds the package and the submission's files and
-nothing else (no answer key, no tests), under limits on time, memory and output. Where the system
-allows it (``unshare``), the child also cannot see the answer key, the tests, the scripts, the
+Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
+tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12): a copy of their ``rlhf_practice/rl/``.
+For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
+files and nothing else (no answer key, no tests), under limits on time, memory and output. Where the
+system allows it (``unshare``), the child also cannot see the answer key, the tests, the scripts, the
 instructor wing or the git history of this repository, and cannot write to it. The child only
 *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
-hidden inputs made for this grading run, and writes the results (values and gradients) to a file.
-This process, which never imports student code, reads that file as plain tensors and numbers and compares.
+hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
+process, which never imports student code, reads that file as plain tensors and numbers and compares.
 
 A function's points are its share of passed cases times its points in the course table (cases whose
-right answer is all zeros, or an error, count only when the function gets a non-zero answer right
-too). A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and
-nothing else: when its child fails as a whole, each function is rerun on its own. A submission whose
-ppo.py, grpo.py, token_level.py or lecture.py is there but is not a regular file (a symbolic link, say
+right answer is all zeros, or an error, count only when the function gets a non-zero answer right too).
+A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
+else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
+grpo.py, token_level.py, lecture.py or dpo.py is there but is not a regular file (a symbolic link, say
 to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).
@@ -69,7 +69,7 @@ for case in inputs:
         module = importlib.import_module("rlhf_practice.rl." + case["module"])
         fn = getattr(module, case["function"])
     except BaseException as err:
-        results[case["id"]] = {"error": f"{type(err).__name__}: {err}", "output": None, "requires_grad": False, "grads": {}, "modified": []}
+        results[case["id"]] = {"error": f"{type(err).__name__}: {err}", "output": None, "requires_grad": False, "grads": {}, "modified": [], "modes": {}}
         continue
     results[case["id"]] = run_case(fn, case)
 torch.save(results, sys.argv[3])
@@ -159,7 +159,7 @@ def _file_notes(files: dict[str, bytes]) -> list[str]:
 
 def _child_inputs(cases: list[dict]) -> list[dict]:
     """What a child gets to see of the cases: the inputs, never the expected values."""
-    keys = ("function", "args", "kwargs", "grad_of", "grad_weights")
+    keys = ("function", "args", "kwargs", "grad_of", "grad_weights", "grad_output")
     return [{**{k: case[k] for k in keys}, "id": _key(case), "module": module_of(case["function"])} for case in cases]
 
 
@@ -239,11 +239,16 @@ def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> 
     return loaded if isinstance(loaded, dict) else None
 
 
+RESULT_KEYS = {"error", "output", "requires_grad", "grads", "modified", "modes"}  # what run_case returns
+
+
 def _valid(result: object) -> bool:
     """A result as run_case writes it, made of plain tensors only (nothing a child could rig)."""
-    if not isinstance(result, dict) or set(result) != {"error", "output", "requires_grad", "grads", "modified"}:
+    if not isinstance(result, dict) or set(result) != RESULT_KEYS:
         return False
-    if not isinstance(result["grads"], dict):
+    if not isinstance(result["grads"], dict) or not isinstance(result["modes"], dict):
+        return False
+    if not all(type(mode) is bool for mode in result["modes"].values()):
         return False
     output = result["output"]  # a tuple result comes back as a list of tensors
     tensors = [*(output if type(output) is list else [output]), *result["grads"].values()]
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         "submissions",
         nargs="+",
         type=Path,
-        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py, lecture.py)",
+        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py, lecture.py, dpo.py)",
     )
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")

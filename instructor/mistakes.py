@@ -1763,3 +1763,298 @@ def kl_sum_over_everything(log_probs, ref_log_probs):
 def kl_log_probs_detached(log_probs, ref_log_probs):
     d = ref_log_probs - log_probs.detach()
     return (d.exp() - d - 1).sum(dim=-1).mean()
+
+
+# reply_logps and reference_logps: dpo.py, TASKS.md §12.2
+
+
+def _token_logps(model, input_ids, attention_mask):
+    """[batch, seq - 1]: log pi(x_t | x_<t) for t = 1 .. seq - 1 (the logits at t - 1 predict the token at t)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+def _reply_mask(input_ids, attention_mask, prompt_lengths):
+    """[batch, seq] bool: the reply's real tokens (after the prompt, attention_mask 1)."""
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    return (positions >= prompt_lengths[:, None]) & attention_mask.bool()
+
+
+@right("reply_logps")
+def cross_entropy_none(model, input_ids, attention_mask, prompt_lengths):
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    labels = input_ids[:, 1:]
+    nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), labels, reduction="none")
+    mask = _reply_mask(input_ids, attention_mask, prompt_lengths)[:, 1:]
+    return -(nll * mask).sum(dim=-1)
+
+
+@right("reply_logps")
+def labels_minus_100(model, input_ids, attention_mask, prompt_lengths):
+    labels = input_ids.masked_fill(~_reply_mask(input_ids, attention_mask, prompt_lengths), -100)[:, 1:]
+    logits = model(input_ids, attention_mask=attention_mask).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+    return -nll.view(labels.shape).sum(-1)
+
+
+@right("reply_logps")
+def explicit_position_ids_and_a_multiplied_mask(model, input_ids, attention_mask, prompt_lengths):
+    positions = torch.arange(input_ids.shape[1]).expand_as(input_ids)  # rows are flush left: the default ones
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions).logits
+    logps = torch.log_softmax(logits, dim=-1)[:, :-1].gather(2, input_ids[:, 1:].unsqueeze(2)).squeeze(2)
+    return (logps * _reply_mask(input_ids, attention_mask, prompt_lengths)[:, 1:].to(logps.dtype)).sum(1)
+
+
+@right("reply_logps")
+def no_attention_mask_to_the_model_row_by_row(model, input_ids, attention_mask, prompt_lengths):
+    # Right padding comes after every real token: a causal model's logits there are the same without the mask.
+    logps = torch.log_softmax(model(input_ids).logits, dim=-1)
+    out = []
+    for i in range(input_ids.shape[0]):
+        end = int(attention_mask[i].sum())
+        t = torch.arange(int(prompt_lengths[i]), end)
+        out.append(logps[i, t - 1, input_ids[i, t]].sum())
+    return torch.stack(out)
+
+
+@wrong("reply_logps", "mean over the reply's tokens; log pi(reply | prompt) is their sum")
+def mean_over_reply_tokens(model, input_ids, attention_mask, prompt_lengths):
+    mask = _reply_mask(input_ids, attention_mask, prompt_lengths)[:, 1:]
+    return (_token_logps(model, input_ids, attention_mask) * mask).sum(-1) / mask.sum(-1)
+
+
+@wrong(
+    "reply_logps",
+    "padding counted: every position after the prompt was summed; count only those that attention_mask marks 1",
+)
+def padding_counted(model, input_ids, attention_mask, prompt_lengths):
+    positions = torch.arange(1, input_ids.shape[1])
+    mask = positions >= prompt_lengths[:, None]
+    return (_token_logps(model, input_ids, attention_mask) * mask).sum(-1)
+
+
+@wrong(
+    "reply_logps",
+    "real tokens told from padding by their id: GPT-2 pads with the end-of-text id, so the reply's own "
+    "end-of-text token was dropped (or a real token with the pad id); tell padding by attention_mask == 0",
+)
+def end_of_text_dropped_as_padding(model, input_ids, attention_mask, prompt_lengths):
+    positions = torch.arange(1, input_ids.shape[1])
+    mask = (positions >= prompt_lengths[:, None]) & (input_ids[:, 1:] != model.config.pad_token_id)
+    return (_token_logps(model, input_ids, attention_mask) * mask).sum(-1)
+
+
+@wrong(
+    "reply_logps",
+    "logits not shifted: the token at position t was scored by logits[t]; the logits at t - 1 predict it",
+)
+def logits_not_shifted(model, input_ids, attention_mask, prompt_lengths):
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    logps = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[..., None]).squeeze(-1)
+    return (logps * _reply_mask(input_ids, attention_mask, prompt_lengths)).sum(-1)
+
+
+@wrong(
+    "reply_logps",
+    "mask not shifted with the labels: with labels input_ids[:, 1:], take mask[:, 1:] too (mask[:, :-1] "
+    "drops the reply's first token and counts the position after its last)",
+)
+def mask_not_shifted(model, input_ids, attention_mask, prompt_lengths):
+    mask = _reply_mask(input_ids, attention_mask, prompt_lengths)[:, :-1]
+    return (_token_logps(model, input_ids, attention_mask) * mask).sum(-1)
+
+
+@wrong("reply_logps", "prompt tokens counted; sum over the reply's tokens only (positions t >= prompt_lengths)")
+def prompt_counted(model, input_ids, attention_mask, prompt_lengths):
+    return (_token_logps(model, input_ids, attention_mask) * attention_mask[:, 1:]).sum(-1)
+
+
+@wrong("reply_logps", "raw logits summed; a token's log-probability is log_softmax(logits)[token]")
+def raw_logits(model, input_ids, attention_mask, prompt_lengths):
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    picked = logits.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return (picked * _reply_mask(input_ids, attention_mask, prompt_lengths)[:, 1:]).sum(-1)
+
+
+@wrong("reply_logps", "probabilities (softmax) summed; a token's log-probability is log_softmax(logits)[token]")
+def probabilities(model, input_ids, attention_mask, prompt_lengths):
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    picked = torch.softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return (picked * _reply_mask(input_ids, attention_mask, prompt_lengths)[:, 1:]).sum(-1)
+
+
+@wrong("reply_logps", "switched `model` to train mode")
+def switches_to_train_mode(model, input_ids, attention_mask, prompt_lengths):
+    model.train()
+    return KEY.dpo.reply_logps(model, input_ids, attention_mask, prompt_lengths)
+
+
+@wrong("reply_logps", "switched `model` to eval mode")
+def switches_to_eval_mode(model, input_ids, attention_mask, prompt_lengths):
+    model.eval()
+    return KEY.dpo.reply_logps(model, input_ids, attention_mask, prompt_lengths)
+
+
+@wrong("reply_logps", "the result carries no gradient to the parameters of `model`")
+def reply_under_no_grad(model, input_ids, attention_mask, prompt_lengths):
+    with torch.no_grad():
+        return KEY.dpo.reply_logps(model, input_ids, attention_mask, prompt_lengths)
+
+
+@wrong("reply_logps", "in place")
+def prompt_zeroed_in_the_mask_in_place(model, input_ids, attention_mask, prompt_lengths):
+    logps = _token_logps(model, input_ids, attention_mask)
+    for i, length in enumerate(prompt_lengths.tolist()):
+        attention_mask[i, :length] = 0
+    return (logps * attention_mask[:, 1:]).sum(-1)
+
+
+@right("reference_logps")
+def inference_mode(ref_model, input_ids, attention_mask, prompt_lengths):
+    ref_model.eval()
+    with torch.inference_mode():
+        return KEY.dpo.reply_logps(ref_model, input_ids, attention_mask, prompt_lengths)
+
+
+@right("reference_logps")
+def parameters_frozen(ref_model, input_ids, attention_mask, prompt_lengths):
+    ref_model.eval().requires_grad_(False)
+    return KEY.dpo.reply_logps(ref_model, input_ids, attention_mask, prompt_lengths)
+
+
+@right("reference_logps")
+def result_detached(ref_model, input_ids, attention_mask, prompt_lengths):
+    ref_model.eval()
+    return KEY.dpo.reply_logps(ref_model, input_ids, attention_mask, prompt_lengths).detach()
+
+
+@wrong("reference_logps", "the reference is frozen")
+def reference_not_frozen(ref_model, input_ids, attention_mask, prompt_lengths):
+    ref_model.eval()
+    return KEY.dpo.reply_logps(ref_model, input_ids, attention_mask, prompt_lengths)
+
+
+@wrong("reference_logps", "in train mode, with its dropout on")
+def reference_with_dropout_on(ref_model, input_ids, attention_mask, prompt_lengths):
+    with torch.no_grad():
+        return KEY.dpo.reply_logps(ref_model, input_ids, attention_mask, prompt_lengths)
+
+
+# dpo_loss: dpo.py, TASKS.md §12.3
+
+
+def _dpo(chosen_logratios, rejected_logratios, beta):
+    """The key's outputs from the two log-ratios: for the variants whose mistake is in a log-ratio."""
+    losses = -torch.nn.functional.logsigmoid(beta * (chosen_logratios - rejected_logratios))
+    return losses, beta * chosen_logratios.detach(), beta * rejected_logratios.detach()
+
+
+@right("dpo_loss")
+def softplus_rewards_not_detached(
+    policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
+):
+    chosen_rewards = beta * (policy_chosen_logps - ref_chosen_logps)
+    rejected_rewards = beta * (policy_rejected_logps - ref_rejected_logps)
+    return torch.nn.functional.softplus(rejected_rewards - chosen_rewards), chosen_rewards, rejected_rewards
+
+
+@right("dpo_loss")
+def naive_log_of_sigmoid(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    # Accurate while |beta * margin| <= ~20, as in every graded case; logsigmoid stays finite beyond.
+    logits = (policy_chosen_logps - policy_rejected_logps) - (ref_chosen_logps - ref_rejected_logps)  # TRL's form
+    losses = -torch.log(torch.sigmoid(beta * logits))
+    return losses, beta * (policy_chosen_logps - ref_chosen_logps), beta * (policy_rejected_logps - ref_rejected_logps)
+
+
+@right("dpo_loss")
+def binary_cross_entropy_with_logits(
+    policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
+):
+    chosen = beta * (policy_chosen_logps - ref_chosen_logps.detach())
+    rejected = beta * (policy_rejected_logps - ref_rejected_logps.detach())
+    margin = chosen - rejected
+    losses = torch.nn.functional.binary_cross_entropy_with_logits(margin, torch.ones_like(margin), reduction="none")
+    return losses, chosen.detach(), rejected.detach()
+
+
+@wrong(
+    "dpo_loss",
+    "beta on one side only: beta multiplies the whole margin, beta * (chosen log-ratio - rejected log-ratio)",
+)
+def beta_on_one_side(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    chosen, rejected = policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps
+    losses = -torch.nn.functional.logsigmoid(beta * chosen - rejected)
+    return losses, beta * chosen.detach(), beta * rejected.detach()
+
+
+@wrong("dpo_loss", "beta outside the log-sigmoid; it scales the margin inside: -logsigmoid(beta * margin)")
+def beta_outside(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    chosen, rejected = policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps
+    losses = -beta * torch.nn.functional.logsigmoid(chosen - rejected)
+    return losses, beta * chosen.detach(), beta * rejected.detach()
+
+
+@wrong(
+    "dpo_loss",
+    "the margin's sign flipped: the loss is -logsigmoid(beta * (chosen log-ratio - rejected log-ratio)), "
+    "small when the chosen reply gained more",
+)
+def margin_sign_flipped(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    chosen, rejected = policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps
+    losses = -torch.nn.functional.logsigmoid(beta * (rejected - chosen))
+    return losses, beta * chosen.detach(), beta * rejected.detach()
+
+
+@wrong(
+    "dpo_loss",
+    "policy and reference swapped: a log-ratio is policy minus reference, log pi(y|x) - log pi_ref(y|x)",
+)
+def policy_and_reference_swapped(
+    policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
+):
+    return _dpo(ref_chosen_logps - policy_chosen_logps, ref_rejected_logps - policy_rejected_logps, beta)
+
+
+@wrong(
+    "dpo_loss",
+    "the references crossed: the chosen reply's log-ratio subtracts ref_chosen_logps, the rejected one's ref_rejected_logps",
+)
+def references_crossed(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    return _dpo(policy_chosen_logps - ref_rejected_logps, policy_rejected_logps - ref_chosen_logps, beta)
+
+
+@wrong("dpo_loss", "sigmoid instead of log-sigmoid: the loss is -logsigmoid(beta * margin)")
+def sigmoid_instead_of_log_sigmoid(
+    policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
+):
+    chosen, rejected = policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps
+    return -torch.sigmoid(beta * (chosen - rejected)), beta * chosen.detach(), beta * rejected.detach()
+
+
+@wrong("dpo_loss", "one value per row (per pair, per reply), not their mean")
+def mean_of_the_losses(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    losses, chosen, rejected = _dpo(
+        policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps, beta
+    )
+    return losses.mean(), chosen, rejected
+
+
+@wrong("dpo_loss", "rewards without beta: a reward is beta * (log pi - log pi_ref)")
+def rewards_without_beta(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    chosen, rejected = policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps
+    return _dpo(chosen, rejected, beta)[0], chosen.detach(), rejected.detach()
+
+
+@wrong("dpo_loss", "rewards without the reference: a reward is beta * (log pi - log pi_ref), not beta * log pi")
+def rewards_without_the_reference(
+    policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
+):
+    losses = _dpo(policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps, beta)[0]
+    return losses, beta * policy_chosen_logps.detach(), beta * policy_rejected_logps.detach()
+
+
+@wrong("dpo_loss", "do not detach policy_chosen_logps")
+def losses_detached(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    return _dpo(
+        (policy_chosen_logps - ref_chosen_logps).detach(), (policy_rejected_logps - ref_rejected_logps).detach(), beta
+    )

@@ -7,7 +7,9 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
     function      the graded function ("compute_advantages", ...), section its TASKS.md section
     what          how a failure message names the call
     args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally; a value is a
-                  tensor, a number, a string or a list of ints (the sort rewards take lists)
+                  tensor, a number, a string, a list of ints (the sort rewards take lists) or a small
+                  causal LM recorded as data (:func:`model_data`: its config, weights and train/eval
+                  mode, never code), rebuilt by :func:`build_model` before each call
     expected      the expected result: a tensor, a float (a function that returns a Python number), or
                   a list of tensors when the function returns a tuple; then ``outputs`` names them
                   ("advantages", "returns"); None when the call must raise
@@ -15,8 +17,13 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
     mistakes      {description of a common mistake: what that mistake returns}, for diagnoses; a
                   result that matches several (they agree on this input) is told all of them
     grad_of       names of the inputs that require grad; backward() runs on sum(result * grad_weights)
+                  (a model's parameters require grad as they come)
+    grad_output   None, or the index of the one part of a tuple result that backward() runs on (the
+                  losses of dpo_loss, not the rewards beside them, which may carry gradient or not)
     grads         {input name: {"expected": tensor, "mistakes": {...}, "message": str}}; an all-zero
-                  expected gradient means "no gradient may reach this input" and message says why
+                  expected gradient means "no gradient may reach this input" and message says why; a
+                  model's gradient is that of all its parameters, flattened one after the other
+    modes         {name of a model input: whether it must be in train mode after the call}
     unmodified    True: the inputs must be unchanged afterwards
 
 :func:`run_case` only computes (it is what a grading child process runs on a submission) and
@@ -58,11 +65,61 @@ def _plain(value: object) -> object:
     return type(value).__name__
 
 
+MODEL_CLASS = "GPT2LMHeadModel"  # the one model class a case may hold, as data
+MODEL_CONFIG = (
+    "vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "bos_token_id", "eos_token_id", "pad_token_id",
+)  # fmt: skip
+
+
+def model_data(model: torch.nn.Module) -> dict:
+    """A GPT2LMHeadModel as plain data that a case can hold and ``torch.load(weights_only=True)`` reads:
+    the config fields of :data:`MODEL_CONFIG`, the weights, and whether it is in train mode."""
+    state = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as in GPT-2: saved once
+    return {
+        "class": MODEL_CLASS,
+        "config": {name: getattr(model.config, name) for name in MODEL_CONFIG},
+        "state_dict": state,
+        "training": model.training,
+    }
+
+
+def is_model(value: object) -> bool:
+    """Whether a case input is a model recorded by :func:`model_data`."""
+    return isinstance(value, dict) and value.get("class") == MODEL_CLASS
+
+
+def build_model(data: dict) -> torch.nn.Module:
+    """The model that :func:`model_data` recorded, rebuilt: the same weights and mode on every call."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with torch.random.fork_rng(devices=[]):  # the random initialisation is overwritten: the global RNG stays
+        model = GPT2LMHeadModel(GPT2Config(**data["config"]))
+    model.load_state_dict(data["state_dict"])
+    return model.train(data["training"])
+
+
 def _copy(value: object) -> object:
     """A fresh copy of an input: the function under test may change it, the case must stay as recorded."""
     if isinstance(value, torch.Tensor):
         return value.clone()
+    if is_model(value):
+        return build_model(value)
     return copy.deepcopy(value) if isinstance(value, list) else value
+
+
+def fresh_inputs(case: dict) -> dict:
+    """{name: a fresh copy of each input of ``case``}, in the order of its arguments; models rebuilt."""
+    return {name: _copy(value) for name, value in case["args"]}
+
+
+def _model_grad(model: torch.nn.Module) -> torch.Tensor | None:
+    """The gradient of every parameter, flattened one after the other (0 where none came); None if none came."""
+    params = list(model.parameters())
+    if all(p.grad is None for p in params):
+        return None
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in params])
 
 
 def _same_input(a: object, b: object) -> bool:
@@ -73,9 +130,10 @@ def run_case(fn: Callable, case: dict) -> dict:
     """Call ``fn`` on the case's inputs; return what happened as plain data (no comparison here).
 
     Returns {"error": None or "Type: message", "output": tensor or type name, "requires_grad": bool,
-    "grads": {name: tensor or None}, "modified": [names of inputs changed in place]}.
+    "grads": {name: tensor or None}, "modified": [names of inputs changed in place],
+    "modes": {name of a model input: whether it is in train mode afterwards}}.
     """
-    args = {name: _copy(value) for name, value in case["args"]}
+    args = fresh_inputs(case)
     for name in case["grad_of"]:
         args[name].requires_grad_(True)
     before = {
@@ -83,19 +141,22 @@ def run_case(fn: Callable, case: dict) -> dict:
         for name, value in args.items()
         if isinstance(value, torch.Tensor | list)
     }
-    result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "modified": []}
+    models = {name: value for name, value in args.items() if isinstance(value, torch.nn.Module)}
+    result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "modified": [], "modes": {}}
     try:
-        out = fn(*args.values(), **case["kwargs"])
-        result["output"] = _plain(out)
-        parts = [out] if type(out) is torch.Tensor else list(out) if isinstance(result["output"], list) else []
-        parts = [part for part in parts if part.requires_grad]
-        result["requires_grad"] = bool(parts)
-        if case["grad_of"] and parts:
-            weights = case.get("grad_weights")
-            sum((part * weights if weights is not None else part).sum() for part in parts).backward()
-        result["grads"] = {
-            name: _plain(args[name].grad) if args[name].grad is not None else None for name in case["grad_of"]
-        }
+        with torch.random.fork_rng(devices=[]):  # dropout of a model left in train mode: the same on every call
+            torch.manual_seed(0)
+            out = fn(*args.values(), **case["kwargs"])
+            result["output"] = _plain(out)
+            parts = [out] if type(out) is torch.Tensor else list(out) if isinstance(result["output"], list) else []
+            if case.get("grad_output") is not None:
+                parts = parts[case["grad_output"] : case["grad_output"] + 1]
+            parts = [part for part in parts if part.requires_grad]
+            result["requires_grad"] = bool(parts)
+            if case["grad_of"] and parts:
+                weights = case.get("grad_weights")
+                sum((part * weights if weights is not None else part).sum() for part in parts).backward()
+        result["grads"] = {name: _grad_of_input(args[name]) for name in case["grad_of"]}
     except NotImplementedError:
         result["error"] = NOT_IMPLEMENTED
     except BaseException as err:  # noqa: BLE001 - whatever a submission raises is its own failure
@@ -105,7 +166,14 @@ def run_case(fn: Callable, case: dict) -> dict:
         for name, value in before.items()
         if not _same_input(value, args[name].detach() if isinstance(args[name], torch.Tensor) else args[name])
     ]
+    result["modes"] = {name: model.training for name, model in models.items()}
     return result
+
+
+def _grad_of_input(value: torch.Tensor | torch.nn.Module) -> torch.Tensor | None:
+    if isinstance(value, torch.nn.Module):
+        return _model_grad(value)
+    return _plain(value.grad) if value.grad is not None else None
 
 
 def _fmt(t: torch.Tensor) -> str:
@@ -158,6 +226,8 @@ def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes:
         extra = ""
         if expected.dim() == 0:
             extra = " The loss must be one number (a 0-dim tensor): take the mean over the batch."
+        elif actual.dim() == 0 and expected.dim() == 1:
+            extra = " Return one value per row (per pair, per reply), not their mean: the training loop takes it."
         elif actual.numel() == expected.numel():
             extra = " Same number of elements: flatten the result back to the shape of the input."
         return f"{what}: returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape).{extra}"
@@ -201,6 +271,29 @@ def _compare_output(case: dict, actual: object) -> str | None:
     return None
 
 
+def _compare_modes(case: dict, modes: dict) -> str | None:
+    """None if every model input ends in the train/eval mode the case expects; else what changed it."""
+    for arg, train in case.get("modes", {}).items():
+        got, given = modes.get(arg), dict(case["args"])[arg]["training"]
+        if got is None or got == train:
+            continue
+        if got and given:
+            return (
+                f"{case['function']} left `{arg}` in train mode, with its dropout on, so its numbers change "
+                f"from call to call: put it in eval mode ({arg}.eval()) and leave it there."
+            )
+        if got:
+            return (
+                f"{case['function']} switched `{arg}` to train mode ({arg}.train()), which turns its dropout on; "
+                "use the model in the mode it comes in."
+            )
+        return (
+            f"{case['function']} switched `{arg}` to eval mode ({arg}.eval()); use the model in the mode it comes "
+            "in: the training loop decides (train mode, with its dropout, while the policy trains)."
+        )
+    return None
+
+
 def check_case(case: dict, result: dict) -> str | None:
     """None if ``result`` (from :func:`run_case`) is right for ``case``; else the one-line diagnosis."""
     reread = f"Reread TASKS.md {case['section']}."
@@ -218,17 +311,24 @@ def check_case(case: dict, result: dict) -> str | None:
         return f"{case['what']}: returned {got} instead of raising {raises}. {reread}"
     if result["error"]:
         return f"{name} raised {result['error']}. {reread}"
-    message = _compare_output(case, result["output"])
+    message = _compare_modes(case, result.get("modes", {})) or _compare_output(case, result["output"])
+    args = dict(case["args"])
     for arg, grad in case["grads"].items():
         if message:
             break
         must_be_zero = not bool(grad["expected"].abs().sum() > 0)
         got = result["grads"].get(arg)
+        where = f"the parameters of `{arg}`" if is_model(args[arg]) else arg
         if must_be_zero:
             if isinstance(got, torch.Tensor) and got.abs().sum() > 0:
-                message = f"{name}: {arg}: a gradient reached it ({_fmt(got)}); {grad['message']}."
+                message = f"{name}: a gradient reached {where} ({_fmt(got)}); {grad['message']}."
         elif not result["requires_grad"] or got is None:
-            message = f"{name}: the result carries no gradient to {arg}; do not detach {arg}."
+            message = (
+                f"{name}: the result carries no gradient to {where}; do not compute it under torch.no_grad() "
+                "or detach it: the DPO loss trains the policy through it."
+                if is_model(args[arg])
+                else f"{name}: the result carries no gradient to {arg}; do not detach {arg}."
+            )
         else:
             what = f"gradient of {name} w.r.t. {arg} ({case['what']})"
             message = compare(got, grad["expected"], what, grad["mistakes"])

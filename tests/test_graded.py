@@ -3,7 +3,8 @@
 Each test is one case from tests/fixtures/graded_cases.pt: its inputs, the expected result (and
 gradients), and what common mistakes would return, so that a failure names the mistake. Select with
 ``-k``: a function (``-k compute_advantages``), a student file (``-k token_level`` for tasks 7-9,
-``-k lecture`` for task 10), or the task book's worked examples (``-k book_example``). Test ids read ``file-function-case``.
+``-k lecture`` for task 10, ``-k dpo`` for task 12), or the task book's worked examples
+(``-k book_example``). Test ids read ``file-function-case``.
 """
 
 from __future__ import annotations

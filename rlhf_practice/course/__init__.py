@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo", "token_level" or "lecture": the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", "token_level", "lecture" or "dpo": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
 
@@ -61,10 +61,14 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("compute_deltas", "lecture", "§10.2", 10.0),
     GradedFunction("compute_loss", "lecture", "§10.3", 15.0),
     GradedFunction("compute_kl_penalty", "lecture", "§10.4", 5.0),
+    # Task 12, DPO: preference pairs instead of a reward in the loop; points on top as well.
+    GradedFunction("reply_logps", "dpo", "§12.2", 10.0),
+    GradedFunction("reference_logps", "dpo", "§12.2", 5.0),
+    GradedFunction("dpo_loss", "dpo", "§12.3", 10.0),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
-REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9) and lecture.py
-# (task 10) only for their own runs and tests
+REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
+# (task 10) and dpo.py (task 12) only for their own runs and tests
 
 
 def answer_path(module: str) -> Path:
@@ -91,6 +95,8 @@ def probe_args(g: GradedFunction) -> tuple:
     """A tiny valid input for the graded function ``g``: enough to tell a stub from an implementation."""
     import torch
 
+    if g.function in ("reply_logps", "reference_logps"):
+        return _probe_reply_batch()
     two = torch.tensor([0.5, -0.5])
     grid, mask = torch.tensor([[0.5, -0.5]]), torch.ones(1, 2)  # one reply of two tokens
     return {
@@ -108,12 +114,24 @@ def probe_args(g: GradedFunction) -> tuple:
         "compute_deltas": (grid, "centered_rewards"),
         "compute_loss": (grid.unsqueeze(-1), grid, "clipped"),
         "compute_kl_penalty": (grid, grid),
+        "dpo_loss": (two, two, two.flip(0), two.flip(0), 0.1),
     }[g.function]
+
+
+def _probe_reply_batch() -> tuple:
+    """(model, input_ids, attention_mask, prompt_lengths): a one-layer GPT-2 and one prompt + reply of two tokens each."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
+    return model, torch.tensor([[3, 4, 5, 0]]), torch.ones(1, 4, dtype=torch.long), torch.tensor([2])
 
 
 class Impl:
     """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
-    ``impl.lecture``), and
+    ``impl.lecture``, ``impl.dpo``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -146,6 +164,10 @@ class Impl:
     def lecture(self) -> ModuleType:
         return self.module("lecture")
 
+    @property
+    def dpo(self) -> ModuleType:
+        return self.module("dpo")
+
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
         NotImplementedError now, before any model or data is loaded."""
@@ -173,10 +195,10 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py``
-    and, for tasks 7-9 and 10, ``token_level.py`` and ``lecture.py`` (a copy of a student's ``rlhf_practice/rl/``). The
+    and, for tasks 7-9, 10 and 12, ``token_level.py``, ``lecture.py`` and ``dpo.py`` (a copy of a student's ``rlhf_practice/rl/``). The
     instructor's copy also takes its answer key (:func:`answer_path`); a student release, which has
     none, says so in one line. Missing ppo.py or grpo.py is reported at once, a missing
-    token_level.py or lecture.py when it is first needed; the modules themselves are imported on first use.
+    token_level.py, lecture.py or dpo.py when it is first needed; the modules themselves are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})
