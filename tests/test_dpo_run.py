@@ -69,14 +69,28 @@ def test_two_step_run_logs_trl_tags_and_fresh_samples(tmp_path: Path, capsys, wo
 
 
 def test_built_pairs_are_reused_while_their_settings_match(tmp_path: Path, capsys, working_dpo_impl: str) -> None:
-    assert _dpo(tmp_path, working_dpo_impl, "--num_steps", "1", name="a")[0] == 0
+    assert _dpo(tmp_path, working_dpo_impl, name="a")[0] == 0
     assert "pairs: built" in capsys.readouterr().err
-    assert _dpo(tmp_path, working_dpo_impl, "--num_steps", "1", "--learning_rate", "1e-3", name="b")[0] == 0
+    assert _dpo(tmp_path, working_dpo_impl, name="b")[0] == 0
     err = capsys.readouterr().err
-    assert "pairs: built" not in err and "read from" in err, "learning_rate does not change the pairs: reused"
-    assert _dpo(tmp_path, working_dpo_impl, "--num_steps", "1", "--pair_samples", "3", name="c")[0] == 0
+    assert "pairs: built" not in err and "read from" in err
+    assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b"), "building the pairs must not change the training"
+    assert _dpo(tmp_path, working_dpo_impl, "--learning_rate", "1e-3", name="c")[0] == 0
+    assert "read from" in capsys.readouterr().err, "learning_rate does not change the pairs"
+    assert _dpo(tmp_path, working_dpo_impl, "--pair_samples", "3", name="d")[0] == 0
     assert "pairs: built" in capsys.readouterr().err
     assert len(list((tmp_path / "pairs").glob("*.jsonl"))) == 2
+
+
+def test_two_rounds_rebuild_pairs_from_the_policy(tmp_path: Path, capsys, working_dpo_impl: str) -> None:
+    code, run = _dpo(tmp_path, working_dpo_impl, "--rounds", "2", "--num_steps", "4", "--eval_every", "2")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    pairs = read_pairs(run / "pairs_round2.jsonl", "pairs_dir")
+    assert pairs and all(p["chosen_reward"] > p["rejected_reward"] for p in pairs)
+    rows = _metrics(run)
+    assert float(rows[2]["loss/policy"]) == pytest.approx(0.693147, abs=1e-5), "step 3: the new reference is the policy"
+    assert float(rows[2]["rewards/margins"]) == 0
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
