@@ -29,8 +29,8 @@ from rlhf_practice.course import GRADED, load_impl, module_of
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
-# Paths a reader creates: run folders, submissions, outputs, their own data files.
-PLACEHOLDER = re.compile(r"^(runs|submissions)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
+# Paths a reader creates: run folders, submissions, built preference pairs, outputs, their own data files.
+PLACEHOLDER = re.compile(r"^(runs|submissions|pairs)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
 
 
 def _blocks(doc: str) -> list[tuple[str, str]]:
@@ -163,6 +163,7 @@ def _logged_tags() -> set[str]:
     sources = [
         ROOT / "train_ppo.py",
         ROOT / "train_grpo.py",
+        ROOT / "train_dpo.py",
         PACKAGE_DIR / "rl/ppo.py",
         PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
@@ -199,6 +200,7 @@ def test_inline_names_exist(doc: str) -> None:
             if (
                 span not in _help("train_ppo.py")
                 and span not in _help("train_grpo.py")
+                and span not in _help("train_dpo.py")
                 and span not in _help("rlhf_practice.lecture")
                 and span
                 not in (
