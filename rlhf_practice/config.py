@@ -3,8 +3,8 @@ bound)``) and its help in the docstring under it (what ``--help`` shows). One ch
 walks the fields; the few checks that involve two settings are each class's ``relations()``.
 
 ``train_ppo.py`` reads a :class:`PPOConfig` (``--level token``: a :class:`TokenPPOConfig`), ``train_grpo.py`` a
-:class:`GRPOConfig` (a :class:`TokenGRPOConfig`); :data:`CONFIGS` maps script and level to the class. All share
-:class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
+:class:`GRPOConfig` (a :class:`TokenGRPOConfig`), ``train_dpo.py`` a :class:`DPOConfig` (one level only);
+:data:`CONFIGS` maps script and level to the class. All share :class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
 
 - ``tiny``: the project's own small GPT-2 and its built-in review corpus; any CPU, no network.
 - ``gpt2``: ``gpt2`` and ``imdb`` from the Hugging Face Hub; meant for one GPU.
@@ -196,9 +196,9 @@ def _folder_name(name: str) -> bool:
 
 @dataclass
 class TrainConfig(Settings):
-    """Settings shared by PPO and GRPO."""
+    """Settings shared by PPO, GRPO and DPO."""
 
-    algorithm: ClassVar[str] = ""  # "ppo" or "grpo": which script these settings are for
+    algorithm: ClassVar[str] = ""  # "ppo", "grpo" or "dpo": which script these settings are for
 
     preset: str = setting("auto", one_of("auto", *PRESET_NAMES))
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
@@ -215,7 +215,7 @@ class TrainConfig(Settings):
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     train_batch_size: int = setting(32, POSITIVE)
-    """Prompts per training step (GRPO samples grpo_group_size replies for each)."""
+    """Prompts per training step (GRPO samples grpo_group_size replies for each); train_dpo.py: preference pairs per step, and prompts per evaluation."""
     max_new_tokens: int = setting(16, POSITIVE)
     """Longest reply, in tokens; more tokens cost memory and time."""
     temperature: float = setting(1.0, within("[0.01, 100]", "1.0 samples the policy as is"))
@@ -231,13 +231,13 @@ class TrainConfig(Settings):
     normalize_advantages: bool = True
     """Pass normalize=True to the advantage function (scale advantages to unit std)."""
     num_steps: int = setting(100, POSITIVE)
-    """Training steps; each step samples a fresh batch of prompts."""
+    """Training steps; each step samples a fresh batch of prompts (train_dpo.py: takes the next batch of pairs)."""
     warmup_steps: int = setting(0, NOT_NEGATIVE)
     """Tasks with correct replies (sort, add): supervised steps on correct prompt/reply pairs before RL, logged under warmup/ (0 = none; --task sort sets 15)."""
     warmup_learning_rate: float = setting(3e-3, within("(0, 1]"))
     """Adam learning rate of the warm-up (its own optimizer; RL then starts a new one with learning_rate)."""
     eval_every: int = setting(10, POSITIVE)
-    """Tasks with a held-out prompt set (sort, add): greedy exact match on it, accuracy/heldout, at step 1, every this many steps and at the last step."""
+    """Tasks with a held-out prompt set (sort, add): greedy exact match on it, accuracy/heldout, at step 1, every this many steps and at the last step. train_dpo.py also samples fresh replies then (reward/mean, kl/ref)."""
     seed: int = setting(0, within(f"[0, {2**32 - 1}]"))
     """Seed for prompts, sampling and initialisation; on a CPU the same seed gives the same metrics.csv."""
     device: str = setting(
@@ -265,7 +265,7 @@ class TrainConfig(Settings):
     )
     """Name of this run's folder (default: algorithm[-token]-preset-date-time-random)."""
     sample_every: int = setting(10, POSITIVE)
-    """Log generated text samples every this many steps."""
+    """Log generated text samples every this many steps (train_dpo.py: at those of its evaluations)."""
     num_logged_samples: int = setting(4, NOT_NEGATIVE)
     """How many prompt/reply pairs each sample log holds."""
 
@@ -404,12 +404,66 @@ class TokenGRPOConfig(GRPOConfig):
         ]
 
 
+PAIRS_SUFFIXES = (".jsonl", ".json", ".csv")
+
+
+def _pairs_file_name(name: str) -> bool:
+    return name == "" or Path(name).suffix.lower() in PAIRS_SUFFIXES
+
+
+@dataclass
+class DPOConfig(TrainConfig):
+    """Settings of ``train_dpo.py`` (task 12: preference pairs from the task's reward, the DPO loss against a frozen reference)."""
+
+    algorithm: ClassVar[str] = "dpo"
+
+    beta: float = setting(0.1, above(0, "0.1 is TRL's default; larger keeps the policy nearer the reference"))
+    """beta of the DPO loss -log sigmoid(beta * ((log pi_c - log ref_c) - (log pi_r - log ref_r))): the strength of the KL regularisation (TRL's default 0.1)."""
+    pairs_file: str = setting(
+        "",
+        Bound(
+            rule=_pairs_file_name,
+            text='"" or a .jsonl, .json or .csv file',
+            hint="must be a .jsonl, .json or .csv file (or empty: build pairs from the task's reward)",
+        ),
+    )
+    """Your own preference pairs: a .jsonl, .json or .csv file with the string columns prompt, chosen and rejected (TRL's explicit-prompt format; every reply then ends with end-of-text). Empty: build pairs from the task's reward (see pair_prompts)."""
+    pair_prompts: int = setting(2048, POSITIVE)
+    """Building pairs: training prompts to sample replies for (never the held-out prompts of sort and add)."""
+    pair_samples: int = setting(4, at_least(2, "two replies are the fewest that can be compared"))
+    """Building pairs: replies sampled from the starting policy per prompt, scored by the task's reward and ranked."""
+    pair_mode: str = setting("best_worst", one_of("best_worst", "all"))
+    """Building pairs: "best_worst" (one pair per prompt: its highest- against its lowest-rewarded reply; the widest gap, so the label is surest, and every prompt weighs the same) or "all" (every two replies with different rewards: more pairs, but pairs of one prompt share replies). Ties are always dropped."""
+    pairs_dir: str = "pairs"
+    """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
+    rounds: int = setting(1, within("[1, 2]", "2 = one round of iterative DPO"))
+    """1: train on the pairs built from the starting policy. 2: iterative DPO: after half the steps, build new pairs from the current policy, which also becomes the reference (so the pairs again come from the reference, as DPO's derivation assumes); kl/ref is still measured against the starting policy."""
+
+    def relations(self) -> list[Relation]:
+        return [
+            *super().relations(),
+            (
+                self.rounds == 1 or self.pairs_file == "",
+                "rounds",
+                self.rounds,
+                "needs pairs built from the policy; drop --pairs_file (or use --rounds 1)",
+            ),
+            (
+                self.rounds == 1 or self.num_steps >= 2,
+                "rounds",
+                self.rounds,
+                f"splits num_steps ({self.num_steps}) in two; give at least 2 steps",
+            ),
+        ]
+
+
 # The class for each script (algorithm) and --level.
 CONFIGS: dict[tuple[str, str], type[TrainConfig]] = {
     ("ppo", "sequence"): PPOConfig,
     ("ppo", "token"): TokenPPOConfig,
     ("grpo", "sequence"): GRPOConfig,
     ("grpo", "token"): TokenGRPOConfig,
+    ("dpo", "sequence"): DPOConfig,
 }
 
 
@@ -462,6 +516,7 @@ _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "ppo": {"train_batch_size": 64, "learning_rate": 1e-4, "num_steps": 80, "ppo_epochs": 4},
         "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 2e-4, "num_steps": 80},
+        "dpo": {"train_batch_size": 64, "learning_rate": 1e-4, "num_steps": 100, "eval_every": 5},
     },
     "gpt2": {
         "common": {
@@ -472,6 +527,7 @@ _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "ppo": {"train_batch_size": 64, "learning_rate": 1.4e-5, "num_steps": 200, "ppo_epochs": 4},
         "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 1.4e-5, "num_steps": 200},
+        "dpo": {"train_batch_size": 16, "learning_rate": 1e-6, "num_steps": 200, "eval_every": 10},
     },
 }
 
@@ -512,8 +568,12 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
     known = pre.parse_known_args(args)[0]
     if not LEVEL.accepts(known.level):
         raise ConfigError(f"level={known.level!r} {LEVEL.problem()}.")
+    if (cls.algorithm, known.level) not in CONFIGS:
+        raise ConfigError(
+            f"level={known.level!r}: train_{cls.algorithm}.py has only --level sequence (one log-prob per reply); drop --level."
+        )
     cls = CONFIGS[cls.algorithm, known.level]
-    other = _other_level(cls)
+    other = _other_level(cls) or cls
     for arg in args:
         name = arg.split("=")[0][2:].replace("-", "_")
         if arg.startswith("--") and name in _field_names(other) - _field_names(cls):
@@ -533,8 +593,9 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
     return config
 
 
-def _other_level(cls: type[TrainConfig]) -> type[TrainConfig]:
-    return CONFIGS[cls.algorithm, "token" if cls.level == "sequence" else "sequence"]
+def _other_level(cls: type[TrainConfig]) -> type[TrainConfig] | None:
+    """The class of the script's other --level; None for a script with one level (train_dpo.py)."""
+    return CONFIGS.get((cls.algorithm, "token" if cls.level == "sequence" else "sequence"))
 
 
 def _field_names(cls: type) -> set[str]:
@@ -544,6 +605,8 @@ def _field_names(cls: type) -> set[str]:
 def _description(cls: type[TrainConfig]) -> str:
     """``--help``'s first paragraph: the class's docstring, and the flags that only the other level has."""
     other = _other_level(cls)
+    if other is None:
+        return cls.__doc__
     only = ", ".join(f"--{f.name}" for f in dataclasses.fields(other) if f.name not in _field_names(cls))
     if not only:
         return cls.__doc__
@@ -553,7 +616,7 @@ def _description(cls: type[TrainConfig]) -> str:
 
 
 def flag_table() -> str:
-    """Every flag of ``train_ppo.py`` and ``train_grpo.py`` as a Markdown table, made from the fields.
+    """Every flag of ``train_ppo.py``, ``train_grpo.py`` and ``train_dpo.py`` as a Markdown table, made from the fields.
 
     Columns: the flag, its default in each script ("tiny / gpt2" where the presets differ, "-" where
     the script has no such flag), its bound and its help. README.md holds this table.
@@ -563,9 +626,9 @@ def flag_table() -> str:
         for name, help_, bound, default in _flag_rows(preset_config(cls, "tiny"), preset_config(cls, "gpt2")):
             row = rows.setdefault((name, help_), {"bound": bound.shown() if bound else ""})
             row.setdefault(algorithm, _SHOWN_DEFAULTS.get(name, default))
-    lines = ["| flag | train_ppo.py | train_grpo.py | bound | help |", "|---|---|---|---|---|"]
+    lines = ["| flag | train_ppo.py | train_grpo.py | train_dpo.py | bound | help |", "|---|---|---|---|---|---|"]
     for (name, help_), row in rows.items():
-        cells = [f"`--{name}`", row.get("ppo", "-"), row.get("grpo", "-"), row["bound"], help_]
+        cells = [f"`--{name}`", row.get("ppo", "-"), row.get("grpo", "-"), row.get("dpo", "-"), row["bound"], help_]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 

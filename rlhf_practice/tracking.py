@@ -7,7 +7,8 @@ Files of a run folder (one run = one folder under ``runs/``):
 - ``timing.csv``: ``time/step_s`` and ``time/elapsed_s`` per step (wall-clock, so never deterministic);
 - ``samples.jsonl``: prompt, reply and reward of a few rollouts every ``sample_every`` steps;
 - ``config.json``: the resolved configuration, with its ``algorithm``;
-- ``summary.json``: written at the end (steps done, wall time, final reward, how the run ended);
+- ``summary.json``: written at the end (steps done, wall time, final reward, how the run ended, and the
+  seconds set aside before or between steps, such as ``pairs_s``: train_dpo.py's preference pairs);
 - ``policy/``: the final policy and tokenizer, saved with ``save_pretrained``.
 
 :func:`load_run` reads such a folder back (``compare`` and ``scripts/benchmark.py`` use it), and
@@ -61,6 +62,14 @@ LAYOUT = {
         "response/distinct",
     ],
     "5 warm-up (sort, add)": ["warmup/loss", "warmup/accuracy"],
+    "6 DPO (training pairs)": [
+        "rewards/accuracies",
+        "rewards/margins",
+        "rewards/chosen",
+        "rewards/rejected",
+        "logps/chosen",
+        "logps/rejected",
+    ],
 }
 # What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out.
 BAR = {
@@ -72,6 +81,7 @@ BAR = {
         "kl_ref": "kl/ref",
     },
     "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean", "kl_ref": "kl/ref"},
+    "dpo": {"reward": "reward/mean", "loss": "loss/policy", "acc": "rewards/accuracies", "kl_ref": "kl/ref"},
 }
 
 
@@ -159,7 +169,10 @@ class RunLogger:
         self.rewards_seen: list[float] = []
         self.steps_done = 0
         self._bar: tqdm | None = None
+        self._bar_values: dict[str, str] = {}
         self._phase_seconds: dict[str, float] = {}
+        self.set_aside_seconds: dict[str, float] = {}
+        self.notes: dict[str, object] = {}  # written into summary.json (train_dpo.py: where its pairs came from)
 
     def _writer_thread_failed(self, args: threading.ExceptHookArgs) -> None:
         """``threading.excepthook`` while the run is open. When the run folder goes away, TensorBoard's
@@ -178,6 +191,22 @@ class RunLogger:
         finally:
             self._phase_seconds[phase] = self._phase_seconds.get(phase, 0.0) + time.perf_counter() - start
 
+    @contextmanager
+    def set_aside(self, phase: str) -> Iterator[None]:
+        """Time the ``with`` body as work outside the steps (train_dpo.py's pair building): it counts
+        in no step's ``time/`` tags nor in ``time/elapsed_s`` and ``wall_s``; summary.json reports it
+        as ``<phase>_s``."""
+        phases = dict(self._phase_seconds)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self._phase_seconds = phases  # what the body timed (generate, score) is not a step's
+            self.start_time += seconds
+            self._last_time += seconds
+            self.set_aside_seconds[phase] = self.set_aside_seconds.get(phase, 0.0) + seconds
+
     def steps(self) -> Iterator[int]:
         """1, 2, ..., num_steps, behind a progress bar that :meth:`log` updates."""
         self._bar = tqdm(range(1, self.config.num_steps + 1), desc=self.algorithm, dynamic_ncols=True)
@@ -188,21 +217,26 @@ class RunLogger:
     def log(
         self, step: int, metrics: dict[str, torch.Tensor], prompts: list[str], replies: list[str], rewards: torch.Tensor
     ) -> None:
-        """Log a step: its metrics (0-dim tensors, copied to the host at once), timing, the bar, samples."""
+        """Log a step: its metrics (0-dim tensors, copied to the host at once), timing, the bar, samples.
+
+        A step may leave out tags that are only measured now and then (train_dpo.py's ``reward/mean``,
+        sampled every ``eval_every`` steps): their metrics.csv cells stay empty, the bar keeps their
+        last value, and samples are logged only at a step that has some (``replies`` not empty)."""
         values = torch.stack([v.detach().float() for v in metrics.values()]).tolist()  # one copy to the host
         scalars = dict(zip(metrics, values))
         now = time.time()
         phases = {f"time/{phase}_s": seconds for phase, seconds in self._phase_seconds.items()}
         scalars.update({"time/step_s": now - self._last_time, **phases, "time/elapsed_s": now - self.start_time})
         self._last_time, self._phase_seconds = now, {}
-        self.rewards_seen.append(scalars["reward/mean"])
+        if "reward/mean" in scalars:
+            self.rewards_seen.append(scalars["reward/mean"])
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
         self._write_row("metrics.csv", step, {k: v for k, v in scalars.items() if k not in TIME_TAGS})
         self._write_row("timing.csv", step, {k: v for k, v in scalars.items() if k in TIME_TAGS})
-        bar = {k: f"{scalars[tag]:+.3f}" for k, tag in BAR[self.algorithm].items() if tag in scalars}
-        self._bar.set_postfix(bar, refresh=False)
-        if step % self.config.sample_every == 0 or step == 1:
+        self._bar_values.update({k: f"{scalars[tag]:+.3f}" for k, tag in BAR[self.algorithm].items() if tag in scalars})
+        self._bar.set_postfix(self._bar_values, refresh=False)
+        if replies and (step % self.config.sample_every == 0 or step == 1):
             n = self.config.num_logged_samples
             self._log_samples(step, prompts[:n], replies[:n], rewards[:n].tolist())
         self.flush()
@@ -239,6 +273,8 @@ class RunLogger:
             "steps": self.steps_done,
             "wall_s": round(time.time() - self.start_time, 2),
             "final_reward": final_reward if math.isfinite(final_reward) else None,
+            **{f"{phase}_s": round(seconds, 2) for phase, seconds in self.set_aside_seconds.items()},
+            **self.notes,
             **extra,
         }
         partial = folder / ".summary.json.partial"

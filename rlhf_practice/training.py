@@ -1,6 +1,6 @@
 """Set-up and lifecycle of a training run: check, load, start, finish -- and readable errors.
 
-The RL loop itself is written out in ``train_ppo.py`` and ``train_grpo.py``; the bookkeeping of each
+The RL loop itself is written out in ``train_ppo.py``, ``train_grpo.py`` and ``train_dpo.py``; the bookkeeping of each
 step (metrics, progress bar, files) is :mod:`rlhf_practice.tracking`.
 """
 
@@ -185,10 +185,15 @@ class TrainingRun:
         RL). Nothing for a task without parts or held-out prompts (sentiment)."""
         metrics = {tag: part.mean().to(self.device) for tag, part in self.task.reward_parts(prompts, replies).items()}
         heldout = self.task.heldout_prompts()
-        if heldout and (step == 1 or step % self.config.eval_every == 0 or step == self.config.num_steps):
+        if heldout and self.is_eval_step(step):
             with self.logger.timed("eval"):
                 metrics["accuracy/heldout"] = torch.tensor(self.heldout_accuracy(heldout), device=self.device)
         return metrics
+
+    def is_eval_step(self, step: int) -> bool:
+        """Step 1, every ``eval_every`` steps and the last step: when accuracy/heldout (and train_dpo.py's
+        fresh samples) are measured."""
+        return step == 1 or step % self.config.eval_every == 0 or step == self.config.num_steps
 
     def heldout_accuracy(self, prompts: list[str]) -> float:
         """Exact match of greedy replies to ``prompts``: the share whose reply is the task's solution."""

@@ -156,7 +156,8 @@ def _bounded_fields(config: object, prefix: str = "") -> list[tuple[str, object,
     return out
 
 
-RULE_BREAKERS = {"impl": "  ", "device": "gpu", "run_name": "a/b"}  # a bad value for each bound given as a rule
+# A bad value for each bound given as a rule.
+RULE_BREAKERS = {"impl": "  ", "device": "gpu", "run_name": "a/b", "pairs_file": "pairs.txt"}
 
 
 def _just_outside(bound: Bound, is_int: bool, name: str) -> list[object]:

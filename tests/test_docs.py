@@ -163,6 +163,7 @@ def _logged_tags() -> set[str]:
     sources = [
         ROOT / "train_ppo.py",
         ROOT / "train_grpo.py",
+        ROOT / "train_dpo.py",
         PACKAGE_DIR / "rl/ppo.py",
         PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
@@ -199,6 +200,7 @@ def test_inline_names_exist(doc: str) -> None:
             if (
                 span not in _help("train_ppo.py")
                 and span not in _help("train_grpo.py")
+                and span not in _help("train_dpo.py")
                 and span not in _help("rlhf_practice.lecture")
                 and span
                 not in (

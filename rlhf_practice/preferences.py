@@ -1,0 +1,323 @@
+"""Preference pairs for DPO (``train_dpo.py``, task 12): built from the task's reward, cached, or read
+from a file of your own; then tokenized into the batches that ``reply_logps`` reads.
+
+A pair is a prompt and two replies to it, ``chosen`` (preferred) and ``rejected``.
+
+Built pairs (``--pairs_file`` empty), :func:`build_pairs`:
+    ``pair_prompts`` training prompts (drawn with their own seed, :data:`PAIR_SEED_OFFSET`; sort and add
+    never yield their held-out prompts) -> ``pair_samples`` replies each, sampled from the starting
+    policy with the run's sampling settings -> the task's reward of each -> per prompt, ``pair_mode``
+    "best_worst" (highest against lowest reward) or "all" (every two replies whose rewards differ).
+    Two replies with equal rewards are a tie and never make a pair.
+
+Cache, :func:`cached_pairs`: ``pairs_dir``/<task>-<hash>.jsonl, one pair per line (``prompt``,
+``chosen``, ``rejected``, ``chosen_reward``, ``rejected_reward``, ``chosen_ended``, ``rejected_ended``),
+and <task>-<hash>.json beside it: the command that built it, every setting the pairs depend on
+(:func:`pair_settings`; the hash is theirs), the counts and the seconds it took. A later run with the
+same settings reads the file instead of sampling again.
+
+Your own file (``--pairs_file``), :func:`load_pairs`: ``.jsonl`` (one object per line), ``.json`` (a
+list of objects) or ``.csv`` (a header row), with the string columns ``prompt``, ``chosen`` and
+``rejected``: TRL's explicit-prompt preference format. Other columns are ignored.
+
+End of text. A sampled reply either ended by itself (it sampled the end-of-text token) or was cut at
+``max_new_tokens``. Its log-prob must be that of what the policy produced: an ended reply enters with
+its end-of-text token, a cut one without any (appending one would score a token never sampled, and
+teach the policy to stop where the sampler merely ran out of room). ``*_ended`` records which. A file
+without ``*_ended`` columns (yours, in TRL's format) holds finished replies: each gets end-of-text, as
+TRL appends it to every reply.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig
+from rlhf_practice.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from rlhf_practice.training import TrainingRun
+
+COLUMNS = ("prompt", "chosen", "rejected")
+PAIR_SEED_OFFSET = 2**33
+"""Pair prompts are drawn with seed + this: not the prompts the evaluations sample (seed), nor the
+warm-up's (seed + 2**32)."""
+BUILD_PROMPTS_PER_CALL = 64
+"""Prompts per sampling call while building (each repeated ``pair_samples`` times)."""
+
+
+def pair_settings(config: DPOConfig) -> dict:
+    """Every setting the built pairs depend on: the task and its prompts, the starting policy (for
+    sort and add: the seed that draws its weights and the warm-up), the reward, the sampling, the
+    seed and the pair settings. Device and decoding path change only float rounding and are left out."""
+    settings = {
+        "task": config.task,
+        "model": config.model.model_name,
+        "max_new_tokens": config.max_new_tokens,
+        "temperature": config.temperature,
+        "top_k": config.top_k,
+        "top_p": config.top_p,
+        "seed": config.seed,
+        "pair_prompts": config.pair_prompts,
+        "pair_samples": config.pair_samples,
+        "pair_mode": config.pair_mode,
+    }
+    if config.task == "sentiment":
+        settings["data"] = vars(config.data).copy()
+        settings["reward"] = vars(config.reward).copy()
+    else:
+        settings["warmup_steps"] = config.warmup_steps
+        settings["warmup_learning_rate"] = config.warmup_learning_rate
+    return settings
+
+
+def rank_pairs(prompt: str, replies: list[str], rewards: list[float], ended: list[bool], mode: str) -> list[dict]:
+    """The pairs of one prompt's replies: "best_worst" one (the first highest against the first lowest
+    reward), "all" one for every two replies whose rewards differ (higher reward chosen). Ties make no pair."""
+    if mode == "best_worst":
+        best = max(range(len(rewards)), key=rewards.__getitem__)
+        worst = min(range(len(rewards)), key=rewards.__getitem__)
+        candidates = [(best, worst)]
+    else:
+        candidates = [(i, j) if rewards[i] > rewards[j] else (j, i) for i in range(len(rewards)) for j in range(i)]
+    return [
+        {
+            "prompt": prompt,
+            "chosen": replies[c],
+            "rejected": replies[r],
+            "chosen_reward": rewards[c],
+            "rejected_reward": rewards[r],
+            "chosen_ended": ended[c],
+            "rejected_ended": ended[r],
+        }
+        for c, r in candidates
+        if rewards[c] != rewards[r]
+    ]
+
+
+@torch.no_grad()
+def build_pairs(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
+    """Sample ``pair_samples`` replies from ``run.policy`` to each of ``pair_prompts`` training prompts
+    (drawn with ``seed``), score them with the task's reward and rank them (:func:`rank_pairs`).
+    Returns (pairs, prompts whose replies all tied)."""
+    config: DPOConfig = run.config
+    k = config.pair_samples
+    prompt_batches = run.task.prompt_batches(run.tokenizer, BUILD_PROMPTS_PER_CALL, seed)
+    pairs, ties, done = [], 0, 0
+    while done < config.pair_prompts:
+        batch = next(prompt_batches)
+        n = min(len(batch["prompt_text"]), config.pair_prompts - done)
+        input_ids = batch["input_ids"][:n].to(run.device).repeat_interleave(k, dim=0)  # (n * K, P)
+        attention_mask = batch["attention_mask"][:n].to(run.device).repeat_interleave(k, dim=0)
+        prompts = [p for p in batch["prompt_text"][:n] for _ in range(k)]
+        generation = run.generate(input_ids, attention_mask)
+        replies, rewards = run.score_replies(generation, prompts)
+        ended = (generation.response_ids == run.tokenizer.eos_token_id) & (generation.response_mask > 0)
+        ended, rewards = ended.any(dim=1).tolist(), rewards.tolist()
+        for i in range(0, n * k, k):
+            found = rank_pairs(prompts[i], replies[i : i + k], rewards[i : i + k], ended[i : i + k], config.pair_mode)
+            pairs += found
+            ties += not found
+        done += n
+    return pairs, ties
+
+
+def cached_pairs(run: TrainingRun) -> tuple[list[dict], Path]:
+    """The pairs :func:`build_pairs` makes for ``run.config``: read from ``pairs_dir`` if a file was built
+    with the same settings, else built (from the starting policy), written there and returned.
+    Prints where they are and, when built, how long it took."""
+    config: DPOConfig = run.config
+    settings = pair_settings(config)
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    path = Path(config.pairs_dir) / f"{config.task}-{key}.jsonl"
+    sidecar = path.with_suffix(".json")
+    if path.is_file() and sidecar.is_file():
+        record = json.loads(sidecar.read_text())
+        if record.get("settings") == settings:
+            pairs = read_pairs(path, "pairs_dir")
+            print(f"pairs: {len(pairs)} read from {path} (built by: {record.get('command', '?')})", file=sys.stderr)
+            return pairs, path
+    start = time.perf_counter()
+    pairs, ties = build_pairs(run, config.seed + PAIR_SEED_OFFSET)
+    seconds = time.perf_counter() - start
+    if not pairs:
+        raise DataError(
+            f"pair_prompts={config.pair_prompts}: every prompt's {config.pair_samples} replies got the same reward, "
+            "so no pair is left after dropping ties; raise pair_samples or pair_prompts."
+        )
+    write_pairs(path, pairs)
+    record = {
+        "command": shlex.join(["python", *sys.argv]),
+        "settings": settings,
+        "pairs": len(pairs),
+        "prompts": config.pair_prompts,
+        "prompts_all_tied": ties,
+        "build_s": round(seconds, 2),
+    }
+    sidecar.write_text(json.dumps(record, indent=2) + "\n")
+    print(
+        f"pairs: built {len(pairs)} from {config.pair_prompts} prompts x {config.pair_samples} replies "
+        f"({ties} prompts all tied) in {seconds:.1f} s; saved to {path}",
+        file=sys.stderr,
+    )
+    return pairs, path
+
+
+def write_pairs(path: Path, pairs: list[dict]) -> None:
+    """Write ``pairs`` to ``path`` as jsonl, atomically (a partial file never has the name)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        for pair in pairs:
+            f.write(json.dumps(pair, ensure_ascii=False) + "\n")
+    partial.replace(path)
+
+
+def read_pairs(path: Path, setting: str) -> list[dict]:
+    """The rows of a pairs file (.jsonl, .json or .csv), each with the string columns prompt, chosen and
+    rejected; ``chosen_ended``/``rejected_ended`` become booleans (True where absent). Every problem is a
+    one-line :class:`DataError` naming ``setting``."""
+    where = f"{setting}={str(path)!r}"
+    suffix = path.suffix.lower()
+    if suffix not in PAIRS_SUFFIXES:
+        raise DataError(f"{where}: unknown file type {suffix!r}; use one of {', '.join(PAIRS_SUFFIXES)}.")
+    if not path.is_file():
+        raise DataError(f"{where}: no such file; check the path (or leave {setting} empty to build pairs).")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{where}: the file is not UTF-8 text; save it as UTF-8.") from err
+    rows = _parse(text, suffix, where)
+    if not rows:
+        raise DataError(f"{where}: the file holds no pairs; it needs one row per pair with {', '.join(COLUMNS)}.")
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: row {number} is not an object with {', '.join(COLUMNS)}.")
+        missing = [c for c in COLUMNS if c not in row]
+        if missing:
+            raise DataError(
+                f"{where}: row {number} has no column {missing[0]!r} (it has: {', '.join(map(str, row)) or 'none'}); "
+                f"each pair needs {', '.join(COLUMNS)}."
+            )
+        bad = next((c for c in COLUMNS if not isinstance(row[c], str)), None)
+        if bad is not None:
+            raise DataError(f"{where}: row {number}: {bad} is {type(row[bad]).__name__}, not text.")
+        if not row["prompt"]:
+            raise DataError(f"{where}: row {number} has an empty prompt; a reply needs a prompt to follow.")
+        for side in ("chosen", "rejected"):
+            row[f"{side}_ended"] = _as_bool(row.get(f"{side}_ended", True))
+    return rows
+
+
+def _parse(text: str, suffix: str, where: str) -> list:
+    if suffix == ".csv":
+        return list(csv.DictReader(text.splitlines()))
+    if suffix == ".json":
+        try:
+            data = json.loads(text) if text.strip() else []
+        except json.JSONDecodeError as err:
+            raise DataError(f"{where}: not valid JSON (line {err.lineno}: {err.msg}).") from err
+        if not isinstance(data, list):
+            raise DataError(f"{where}: a .json pairs file must hold a list of objects (one per pair).")
+        return data
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{where}: line {number} is not valid JSON ({err.msg}).") from err
+    return rows
+
+
+def _as_bool(value: object) -> bool:
+    return value.strip().lower() in ("true", "1", "yes") if isinstance(value, str) else bool(value)
+
+
+def load_pairs(config: DPOConfig) -> tuple[list[dict], Path]:
+    """The pairs of ``config.pairs_file`` (see the module docstring)."""
+    path = Path(config.pairs_file).expanduser()
+    pairs = read_pairs(path, "pairs_file")
+    print(f"pairs: {len(pairs)} read from {path}", file=sys.stderr)
+    return pairs, path
+
+
+@dataclass
+class PairBatch:
+    """A batch of n pairs as ``reply_logps`` reads it: 2n rows, the n chosen replies then the n rejected
+    ones, each row flush left (prompt, reply, right padding).
+
+    input_ids:      LongTensor (2n, S)
+    attention_mask: LongTensor (2n, S)  1 on prompt and reply tokens (end-of-text included), 0 on padding
+    prompt_lengths: LongTensor (2n,)    the prompt's tokens in each row; its reply starts there
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_lengths: torch.Tensor
+
+    def to(self, device: torch.device) -> PairBatch:
+        return PairBatch(self.input_ids.to(device), self.attention_mask.to(device), self.prompt_lengths.to(device))
+
+
+class PairData:
+    """The pairs, tokenized once: prompt and reply separately (as TRL does), the reply followed by
+    end-of-text where it ended. Pairs that do not fit ``max_length`` positions are left out, with a note."""
+
+    def __init__(self, pairs: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int, source: str):
+        self.pad_id = tokenizer.pad_token_id
+        eos = [tokenizer.eos_token_id]
+        encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+        self.rows: list[tuple[list[int], list[int], int]] = []  # (prompt + chosen, prompt + rejected, prompt length)
+        for pair in pairs:
+            prompt = encode(pair["prompt"])
+            chosen = prompt + encode(pair["chosen"]) + eos * pair["chosen_ended"]
+            rejected = prompt + encode(pair["rejected"]) + eos * pair["rejected_ended"]
+            if max(len(chosen), len(rejected)) <= max_length:
+                self.rows.append((chosen, rejected, len(prompt)))
+        if not self.rows:
+            raise DataError(
+                f"{source}: no pair fits the model's {max_length} positions; shorten the prompts or replies."
+            )
+        if len(self.rows) < len(pairs):
+            print(
+                f"note: {len(pairs) - len(self.rows)} of {len(pairs)} pairs are longer than the model's "
+                f"{max_length} positions and were left out.",
+                file=sys.stderr,
+            )
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def collate(self, indices: list[int]) -> PairBatch:
+        """The pairs ``indices`` as one :class:`PairBatch`: chosen rows first, then rejected, right-padded."""
+        sequences = [self.rows[i][0] for i in indices] + [self.rows[i][1] for i in indices]
+        width = max(len(s) for s in sequences)
+        input_ids = torch.tensor([s + [self.pad_id] * (width - len(s)) for s in sequences], dtype=torch.long)
+        attention_mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], dtype=torch.long)
+        prompt_lengths = torch.tensor([self.rows[i][2] for i in indices] * 2, dtype=torch.long)
+        return PairBatch(input_ids, attention_mask, prompt_lengths)
+
+    def batches(self, batch_size: int, seed: int) -> Iterator[PairBatch]:
+        """Batches of ``batch_size`` pairs forever: every pass over the pairs in a new random order
+        (drawn with ``seed``); a pass shorter than a batch is topped up from the next."""
+        generator = torch.Generator().manual_seed(seed)
+        order: list[int] = []
+        while True:
+            while len(order) < batch_size:
+                order += torch.randperm(len(self.rows), generator=generator).tolist()
+            yield self.collate(order[:batch_size])
+            order = order[batch_size:]
