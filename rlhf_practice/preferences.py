@@ -112,7 +112,18 @@ def rank_pairs(prompt: str, replies: list[str], rewards: list[float], ended: lis
 def build_pairs(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
     """Sample ``pair_samples`` replies from ``run.policy`` to each of ``pair_prompts`` training prompts
     (drawn with ``seed``), score them with the task's reward and rank them (:func:`rank_pairs`).
-    Returns (pairs, prompts whose replies all tied)."""
+    Returns (pairs, prompts whose replies all tied).
+
+    The replies are sampled from torch's random numbers seeded with ``seed`` and the run's own random
+    state is put back afterwards, so that training goes the same way whether the pairs were built now
+    or read from the cache."""
+    devices = [run.device] if run.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return _sample_and_rank(run, seed)
+
+
+def _sample_and_rank(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
     config: DPOConfig = run.config
     k = config.pair_samples
     prompt_batches = run.task.prompt_batches(run.tokenizer, BUILD_PROMPTS_PER_CALL, seed)

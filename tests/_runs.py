@@ -14,7 +14,11 @@ ROOT = PACKAGE_DIR.parent
 SMALL = ["--preset", "tiny", "--device", "cpu", "--num_steps", "2", "--max_new_tokens", "6", "--sample_every", "1"]
 # A run tokenizes its prompt set before the first step: all 12,000 reviews took most of a tiny run's second.
 SMALL += ["--data.max_samples", "256"]
-SIZES = {"ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"], "grpo": ["--train_batch_size", "4"]}
+SIZES = {
+    "ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"],
+    "grpo": ["--train_batch_size", "4"],
+    "dpo": ["--train_batch_size", "4", "--pair_prompts", "16"],
+}
 
 
 def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:

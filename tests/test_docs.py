@@ -29,8 +29,8 @@ from rlhf_practice.course import GRADED, load_impl, module_of
 
 ROOT = PACKAGE_DIR.parent
 DOCS = ["README.md", "TASKS.md"]
-# Paths a reader creates: run folders, submissions, outputs, their own data files.
-PLACEHOLDER = re.compile(r"^(runs|submissions)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
+# Paths a reader creates: run folders, submissions, built preference pairs, outputs, their own data files.
+PLACEHOLDER = re.compile(r"^(runs|submissions|pairs)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
 
 
 def _blocks(doc: str) -> list[tuple[str, str]]:
