@@ -23,6 +23,7 @@
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
+    python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -179,7 +180,7 @@ THREE = [
     ppo("--level", "token"),
     grpo(label="GRPO --level sequence"),
     grpo("--level", "token"),
-    dpo(label="DPO (beta 0.1, offline pairs)"),
+    dpo(label="DPO (offline pairs)"),
 ]
 
 # name: ([(row label, algorithm, flags)], columns)
@@ -636,6 +637,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "runs" / "experiments", help="folder for the lecture's curves"
     )
+    parser.add_argument("--rows", nargs="+", default=[], help="run only the rows whose label contains one of these")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
     if args.experiment in LECTURE:
@@ -646,6 +648,8 @@ def main() -> None:
     kl_end = "KL to the start, end" in columns
     rows = []
     for label, algorithm, flags in runs_spec:
+        if args.rows and not any(text in label for text in args.rows):
+            continue
         runs = []
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
