@@ -3,12 +3,16 @@
     python -m rlhf_practice.compare runs/ppo-demo runs/grpo-demo
     python -m rlhf_practice.compare runs/clip0.1 runs/clip0.2 runs/clip0.3 --out clip.png
     python -m rlhf_practice.compare runs                     # every run folder inside runs/
+    python -m rlhf_practice.compare runs/ppo runs/grpo runs/dpo --x time   # against seconds, not steps
 
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
-draws against the step, lightly smoothed (``--smooth``), one panel per quantity in :data:`PANELS`
-that at least one of the runs logged: ``reward/mean``, the verifiable tasks' ``accuracy/heldout``
-(drawn unsmoothed at the steps it was evaluated), ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level: KL to the frozen
-reference, nats per reply), ``policy/entropy`` (nats per reply token), ``value/explained_variance``
+draws against the step (``--x time``: against the seconds since the run started, ``time/elapsed_s``,
+since a step is different work in each algorithm), lightly smoothed (``--smooth``), one panel per
+quantity in :data:`PANELS` that at least one of the runs logged: ``reward/mean``, the verifiable
+tasks' ``accuracy/heldout``, ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level and DPO:
+KL to the frozen reference, nats per reply), DPO's ``rewards/margins``, ``rewards/accuracies`` and
+``logps/chosen`` with ``logps/rejected`` (dashed) on its training pairs, ``policy/entropy`` (nats per
+reply token), ``value/explained_variance``
 (PPO's critic), ``response/length`` (tokens), then PPO's ``ppo/clip_frac`` and ``kl/k3`` (how far a
 step's updates moved the policy from the one that sampled; log scale). These two count per reply at
 the sequence level and per token at the token level, so each level gets its own panel: no axis
@@ -18,7 +22,10 @@ The table lists, per run: algorithm, level, steps, final reward, the step and th
 ``reward/mean`` first reached ``--threshold`` (0.8), final ``kl/ref``, final ``policy/entropy``,
 final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps. When some
 run logs ``accuracy/heldout`` (``--task sort`` / ``add``), a column gives its final value (the mean of
-the last 10 % of its evaluations: with the default 16 evaluations, the last one).
+the last 10 % of its evaluations: with the default 16 evaluations, the last one). When some run is
+DPO, columns give its final ``rewards/accuracies`` and ``rewards/margins`` and the seconds it spent
+building preference pairs before its first step; a DPO row has no level ("–"), and its final
+reward, ``kl/ref`` and length are those of its last evaluations.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ class Panel:
     title: str
     level: str | None = None
     log: bool = False  # a log y-axis: a KL that spans orders of magnitude (checkpoint 2's unsafe runs reach 1e3)
+    dashed: str = ""  # a second tag drawn dashed in the run's colour (logps/rejected beside logps/chosen)
 
     def draws(self, run: Run) -> bool:
         return self.tag in run.metrics and self.level in (None, run.level)
@@ -51,7 +59,10 @@ PANELS = [
     Panel("accuracy/heldout", "accuracy/heldout (sort, add): greedy exact match on held-out prompts"),
     Panel("reward/format", "reward/format (add): share of the answer tags in place"),
     Panel("reward/answer", "reward/answer (add): share of replies with the right sum"),
-    Panel("kl/ref", "kl/ref: KL to the reference, nats per reply (token level)"),
+    Panel("kl/ref", "kl/ref: KL to the reference, nats per reply (token level, DPO)"),
+    Panel("rewards/margins", "rewards/margins (DPO): chosen minus rejected reward, training pairs"),
+    Panel("rewards/accuracies", "rewards/accuracies (DPO): share of training pairs ranked right"),
+    Panel("logps/chosen", "logps/chosen, logps/rejected dashed (DPO): nats per reply", dashed="logps/rejected"),
     Panel("policy/entropy", "policy/entropy: nats per reply token"),
     Panel("value/explained_variance", "value/explained_variance (PPO): 1 = perfect critic, 0 = a constant"),
     Panel("response/length", "response/length (tokens)"),
@@ -89,31 +100,51 @@ def smooth(values: list[float], weight: float) -> list[float]:
 
 
 TABLE_TAGS = ("kl/ref", "policy/entropy", "response/length")  # the table's "final" columns: one unit at both levels
+DPO_TAGS = ("rewards/accuracies", "rewards/margins")  # the DPO columns' "final" values, on the training pairs
+
+
+def _final(run: Run, tag: str, digits: str = ".3g") -> str:
+    return f"{run.final(tag):{digits}}" if tag in run.metrics else "n/a"
 
 
 def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
-    """One row per run; a "final accuracy/heldout" column (the last evaluations) when some run has it."""
+    """One row per run; a "final accuracy/heldout" column (the last evaluations) when some run has it,
+    DPO's columns (final rewards/accuracies and rewards/margins, seconds spent building pairs) when
+    some run is DPO."""
     accuracy = any("accuracy/heldout" in run.metrics for run in runs)
+    dpo = any(run.algorithm == "dpo" for run in runs)
+    dpo_header = "final rewards/accuracies | final rewards/margins | pair building (s) | " * dpo
     lines = [
         f"| run | algorithm | level | steps | final reward | {'final accuracy/heldout | ' * accuracy}steps to {threshold:g} "
         f"| seconds to {threshold:g} | final kl/ref (nats per reply) | final policy/entropy | final response/length "
-        "| wall time (s) |",
-        "|---|---|---|---:|---:|" + "---:|" * accuracy + "---:|---:|---:|---:|---:|---:|",
+        f"| {dpo_header}wall time (s) |",
+        "|---|---|---|---:|---:|" + "---:|" * accuracy + "---:|---:|---:|---:|---:|" + "---:|" * (3 * dpo) + "---:|",
     ]
     for run in runs:
-        final = {tag: f"{run.final(tag):.3g}" if tag in run.metrics else "n/a" for tag in TABLE_TAGS}
+        final = {tag: _final(run, tag) for tag in TABLE_TAGS}
         reached = run.first_reaching(threshold)
         step_text, seconds_text = (str(reached[0]), f"{reached[1]:.1f}") if reached else ("never", "never")
-        held = f"{run.final('accuracy/heldout'):.3f} | " if "accuracy/heldout" in run.metrics else "n/a | "
+        held = f"{_final(run, 'accuracy/heldout', '.3f')} | "
+        pairs = run.summary.get("pairs_s")
+        dpo_cells = [_final(run, tag) for tag in DPO_TAGS] + ["n/a" if pairs is None else f"{pairs:.1f}"]
+        level = "–" if run.algorithm == "dpo" else run.level
         lines.append(
-            f"| {run.name} | {run.algorithm} | {run.level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
-            f"| {held * accuracy}{step_text} | {seconds_text} | {' | '.join(final.values())} | {run.wall_seconds():.1f} |"
+            f"| {run.name} | {run.algorithm} | {level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
+            f"| {held * accuracy}{step_text} | {seconds_text} | {' | '.join(final.values())} "
+            f"| {''.join(c + ' | ' for c in dpo_cells) * dpo}{run.wall_seconds():.1f} |"
         )
     return "\n".join(lines)
 
 
-def plot(runs: list[Run], out: Path, weight: float) -> list[Panel]:
-    """Draw the panels that some run has data for; returns them. A run keeps its colour in every panel."""
+def elapsed_at(run: Run, steps: list[int]) -> list[float]:
+    """``time/elapsed_s`` at each of ``steps`` (NaN where timing.csv has no row for it)."""
+    seconds = dict(zip(run.steps_of("time/elapsed_s"), run.metrics.get("time/elapsed_s", [])))
+    return [seconds.get(step, math.nan) for step in steps]
+
+
+def plot(runs: list[Run], out: Path, weight: float, x: str = "step") -> list[Panel]:
+    """Draw the panels that some run has data for, against the step or (``x="time"``) the seconds
+    since the run started; returns them. A run keeps its colour in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: works without a display
@@ -125,14 +156,26 @@ def plot(runs: list[Run], out: Path, weight: float) -> list[Panel]:
     fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, panels):
         for i, run in enumerate(runs):
-            if panel.draws(run):
-                sparse = panel.tag in run.tag_steps  # a few evaluations (accuracy/heldout): drawn as they are
-                steps, values = run.steps_of(panel.tag), smooth(run.metrics[panel.tag], 0 if sparse else weight)
-                ax.plot(steps, values, color=f"C{i % 10}", label=run.name, marker="." if len(steps) < 40 else None)
+            if not panel.draws(run):
+                continue
+            for tag, style in ((panel.tag, "-"), (panel.dashed, "--")):
+                if tag not in run.metrics:
+                    continue
+                sparse = tag in run.tag_steps  # a few evaluations (accuracy/heldout, DPO's samples): as they are
+                steps, values = run.steps_of(tag), smooth(run.metrics[tag], 0 if sparse else weight)
+                xs = elapsed_at(run, steps) if x == "time" else steps
+                ax.plot(
+                    xs,
+                    values,
+                    style,
+                    color=f"C{i % 10}",
+                    label=run.name if style == "-" else None,
+                    marker="." if len(steps) < 40 else None,
+                )
         ax.set_title(panel.title, fontsize=9)
         if panel.log:
             ax.set_yscale("log")
-        ax.set_xlabel("step")
+        ax.set_xlabel("seconds since the start (time/elapsed_s)" if x == "time" else "step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in axes.flat[len(panels) :]:
@@ -153,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("compare.png"), help="where to save the figure")
     parser.add_argument("--smooth", type=float, default=0.6, help="EMA weight in [0, 1); 0 plots the raw values")
     parser.add_argument("--threshold", type=float, default=0.8, help="reward level for the 'steps/seconds to' columns")
+    parser.add_argument(
+        "--x", choices=("step", "time"), default="step", help="x-axis: the step, or seconds since the run started"
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.smooth < 1:
         parser.error(f"--smooth {args.smooth} must lie in [0, 1)")
@@ -161,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"no run folder (one with metrics.csv) in: {', '.join(map(str, args.runs))}")
     runs = [load_run(folder) for folder in folders]
     print(markdown_table(runs, args.threshold))
-    panels = plot(runs, args.out, args.smooth)
+    panels = plot(runs, args.out, args.smooth, args.x)
     drawn = ", ".join(p.tag if p.level is None else f"{p.tag} ({p.level} level)" for p in panels)
     print(f"\nfigure saved to {args.out}: {drawn}", file=sys.stderr)
 

@@ -18,8 +18,12 @@
     python scripts/experiments.py group_size         # task 11: --task sort with K = 2 / 8 / 16 replies per prompt
     python scripts/experiments.py warmup             # task 11: --task sort with and without the supervised warm-up
     python scripts/experiments.py add_hacking        # task 11: --task add, format reward hacked; the warm-up as the fix
+    python scripts/experiments.py dpo_vs_rl          # task 12: DPO beside PPO and GRPO (both levels): reward, KL, time
+    python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
+    python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
+    python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -31,7 +35,14 @@ scaled reward compare on one scale; "steps to 0.8·weight" is the first step at 
 reached 0.8 times the weight. For the verifiable tasks (task 11), "held-out" columns read
 accuracy/heldout, which is logged at step 1 and every --eval_every steps: "first" is its step-1 value
 (after the warm-up, before any RL), "final" its last value, "steps to 0.8" the first evaluation at
-or above 0.8. "Positive words per reply" counts the reward's positive words (after
+or above 0.8. For train_dpo.py (task 12), reward/mean, kl/ref and response/length come from
+fresh replies every --eval_every steps, so their "first" and "final" are over those evaluations
+(with the default 21 evaluations, the first two and the last two), and "steps to 0.8" is the first evaluation
+at or above 0.8; "wall s" leaves out the seconds spent building preference pairs, which "pair
+building s" gives (each DPO run builds its own, as a first run does). "KL to the start, end" is
+measured after a run, the same way for every algorithm (kl_to_start): KL(final policy || starting
+policy) in nats per reply on 256 fresh replies, so that the sequence-level runs, which log no
+kl/ref, compare with the rest. "Positive words per reply" counts the reward's positive words (after
 negation) in the replies that samples.jsonl holds. Nothing here is a test. Each run's own figures go
 to stderr as it ends; the table goes to stdout.
 
@@ -61,6 +72,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
 from rlhf_practice.lecture import (  # noqa: E402
     DELTAS_MODES,
@@ -70,15 +82,19 @@ from rlhf_practice.lecture import (  # noqa: E402
     run_policy_gradient,
     run_supervised,
 )
+from rlhf_practice.modeling import PolicyValueModel  # noqa: E402
 from rlhf_practice.reward import sentiment_polarities  # noqa: E402
+from rlhf_practice.sampling import Sampler  # noqa: E402
+from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
 # "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median of the
-# first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|) or "wall"
-# (the run's wall time)
+# first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|), "wall"
+# (the run's wall time; train_dpo.py's pair building not included), "pairs" (train_dpo.py's seconds
+# building preference pairs) or "kl_end" (kl_to_start, measured after the run)
 COLUMNS = {
     "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
@@ -115,6 +131,14 @@ COLUMNS = {
     "first reward/format": ("reward/format", "first"),
     "final reward/format": ("reward/format", "final"),
     "final reward/answer": ("reward/answer", "final"),
+    "final rewards/margins": ("rewards/margins", "final"),
+    "final rewards/accuracies": ("rewards/accuracies", "final"),
+    "first logps/chosen": ("logps/chosen", "first"),
+    "final logps/chosen": ("logps/chosen", "final"),
+    "first logps/rejected": ("logps/rejected", "first"),
+    "final logps/rejected": ("logps/rejected", "final"),
+    "KL to the start, end": ("", "kl_end"),
+    "pair building s": ("", "pairs"),
     "wall s": ("", "wall"),
 }
 EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
@@ -143,6 +167,21 @@ def grpo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
     """A train_grpo.py row (see :func:`ppo`)."""
     return label or " ".join(["GRPO", *flags]), "grpo", list(flags)
 
+
+def dpo(*flags: str, label: str = "") -> tuple[str, str, list[str]]:
+    """A train_dpo.py row (see :func:`ppo`)."""
+    return label or " ".join(["DPO", *flags]), "dpo", list(flags)
+
+
+DPO_PAIRS = ["final rewards/margins", "final rewards/accuracies"]  # on the training pairs
+# Task 12's rows: what the same reward brings each algorithm to, and how far from the start it moves it
+THREE = [
+    ppo(label="PPO --level sequence"),
+    ppo("--level", "token"),
+    grpo(label="GRPO --level sequence"),
+    grpo("--level", "token"),
+    dpo(label="DPO (offline pairs)"),
+]
 
 # name: ([(row label, algorithm, flags)], columns)
 EXPERIMENTS = {
@@ -263,19 +302,94 @@ EXPERIMENTS = {
             "wall s",
         ],
     ),
+    "dpo_vs_rl": (
+        THREE,
+        [
+            "first reward",
+            "final reward",
+            "steps to 0.8",
+            "seconds to 0.8",
+            "final kl/ref",
+            "KL to the start, end",
+            "pair building s",
+            "wall s",
+        ],
+    ),
+    "dpo_beta": (  # also task 12's question on the chosen log-probs: the default is the --beta 0.1 row
+        [dpo("--beta", b) for b in ("0.01", "0.1", "0.5")],
+        [
+            "final reward",
+            "final kl/ref",
+            *DPO_PAIRS,
+            "first logps/chosen",
+            "final logps/chosen",
+            "first logps/rejected",
+            "final logps/rejected",
+            "wall s",
+        ],
+    ),
+    "dpo_rounds": (
+        [dpo(label="DPO --rounds 1 (offline pairs)"), dpo("--rounds", "2")],
+        ["first reward", "final reward", "final kl/ref", *DPO_PAIRS, "pair building s", "wall s"],
+    ),
 }
 
 
-def run_once(algorithm: str, flags: list[str], seed: int, impl: str, extra: list[str]) -> dict[str, float | None]:
+def run_once(
+    algorithm: str, flags: list[str], seed: int, impl: str, extra: list[str], kl_end: bool = False
+) -> dict[str, float | None]:
+    """One run of ``train_<algorithm>.py``; with ``kl_end``, also :func:`kl_to_start` of its final policy."""
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, f"train_{algorithm}.py", "--preset", "tiny", "--impl", impl, "--seed", str(seed)]
-        command += ["--run_dir", tmp, "--run_name", "run", *flags, *extra]
+        args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", "run"]
+        if algorithm == "dpo":  # pairs built in this run's folder: each run builds (and times) its own
+            args += ["--pairs_dir", str(Path(tmp) / "pairs")]
+        args += [*flags, *extra]
+        command = [sys.executable, f"train_{algorithm}.py", *args]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:  # the script's own one-line error, and its exit code (2: a setting, 3: a stub)
             last = proc.stderr.strip().splitlines()[-1:] or [f"{' '.join(command[1:])} failed (exit {proc.returncode})"]
             print(last[0], file=sys.stderr)
             sys.exit(proc.returncode)
-        return figures(Path(tmp) / "run", flags + extra)
+        out = figures(Path(tmp) / "run", flags + extra)
+        if kl_end:
+            out["KL to the start, end"] = kl_to_start(Path(tmp) / "run", algorithm, args)
+        return out
+
+
+KL_REPLIES = 256  # fresh replies kl_to_start samples: 4 batches of the tiny preset's 64
+
+
+def kl_to_start(folder: Path, algorithm: str, args: list[str]) -> float | None:
+    """KL(final policy || starting policy) in nats per reply, for any run, the sequence-level ones
+    included (they log no kl/ref): KL_REPLIES fresh replies sampled from the policy the run saved,
+    to training prompts, with the run's decoding settings; per reply token k3 = exp(r) - r - 1 with
+    r = log pi_ref - log pi, summed over the reply's tokens, as the token-level runs log kl/ref.
+    None for a run with a warm-up (sort, add): its reference is the warmed-up policy, not saved."""
+    config = parse_config(CONFIGS[algorithm, "sequence"], args)  # the level comes from args
+    if config.warmup_steps:
+        return None
+    task = build_task(config)
+    tokenizer = task.load_tokenizer()
+    torch.manual_seed(config.seed)
+    reference = task.load_policy(torch.device("cpu"))
+    policy = PolicyValueModel.from_pretrained(str(folder / "policy"))
+    sampler = Sampler(
+        policy,
+        tokenizer,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        decoding=config.decoding,
+    )
+    batches, kls = task.prompt_batches(tokenizer, 64, config.seed + 1), []
+    with torch.no_grad():
+        for _ in range(KL_REPLIES // 64):
+            batch = next(batches)
+            generation = sampler.sample(batch["input_ids"], batch["attention_mask"])
+            r = reference.evaluate_tokens(generation).logprobs - policy.evaluate_tokens(generation).logprobs  # (N, T)
+            kls.append(((r.exp() - r - 1) * generation.response_mask).sum(dim=1))
+    return torch.cat(kls).mean().item()
 
 
 def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
@@ -292,6 +406,10 @@ def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
         values = run.metrics.get(tag, [])
         if how == "wall":
             out[column] = run.wall_seconds()
+        elif how == "pairs":
+            out[column] = run.summary.get("pairs_s")
+        elif how == "kl_end":
+            out[column] = None  # run_once measures it when the experiment shows it
         elif how in ("samples_first", "samples_final"):
             out[column] = final_mean(per_step[:: -1 if how == "samples_first" else 1]) if per_step else None
         elif how in ("reach", "reach_s"):
@@ -519,6 +637,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "runs" / "experiments", help="folder for the lecture's curves"
     )
+    parser.add_argument("--rows", nargs="+", default=[], help="run only the rows whose label contains one of these")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
     if args.experiment in LECTURE:
@@ -526,12 +645,15 @@ def main() -> None:
         return
 
     runs_spec, columns = EXPERIMENTS[args.experiment]
+    kl_end = "KL to the start, end" in columns
     rows = []
     for label, algorithm, flags in runs_spec:
+        if args.rows and not any(text in label for text in args.rows):
+            continue
         runs = []
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
-            runs.append(run_once(algorithm, flags, seed, args.impl, args.extra))
+            runs.append(run_once(algorithm, flags, seed, args.impl, args.extra, kl_end))
             this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]], _reach(c)).split(' [')[0]}" for c in columns)
             print(f"  {this_seed}", file=sys.stderr)
         rows.append([label, *(_cell([r[c] for r in runs], _reach(c)) for c in columns)])

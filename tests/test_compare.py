@@ -111,3 +111,48 @@ def test_metric_helpers() -> None:
     generation.sequences[3, 4] = 9
     assert rollout_stats(rewards, rewards, generation)["response/distinct"].item() == 0.75
     assert out["reward/group_std"].item() == pytest.approx((0.5**0.5 + 0.0) / 2)
+
+
+def _fake_dpo_run(folder: Path, rewards: dict[int, float], steps: int) -> Path:
+    """A DPO run folder: the pair figures every step, reward/mean, kl/ref and length only at the
+    steps whose fresh samples were scored (``rewards``), empty cells elsewhere."""
+    folder.mkdir(parents=True)
+    pair_tags = ["loss/policy", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected"]
+    sample_tags = ["reward/mean", "kl/ref", "response/length"]
+    rows = []
+    for step in range(1, steps + 1):
+        pair = [0.6, 0.5 + 0.05 * step, 0.1 * step, -20.0 - step, -20.0 - 2 * step]
+        sample = [rewards[step], 0.2 * step, 9.0] if step in rewards else ["", "", ""]
+        rows.append(",".join(map(str, [step, *pair, *sample])))
+    (folder / "metrics.csv").write_text("\n".join([",".join(["step", *pair_tags, *sample_tags]), *rows]) + "\n")
+    timing = [f"{i},0.5,{3.0 + 0.5 * i}" for i in range(1, steps + 1)]
+    (folder / "timing.csv").write_text("\n".join(["step,time/step_s,time/elapsed_s", *timing]) + "\n")
+    (folder / "summary.json").write_text(json.dumps({"algorithm": "dpo", "wall_s": 9.0, "pairs_s": 4.25}))
+    (folder / "config.json").write_text(json.dumps({"algorithm": "dpo", "beta": 0.1}))
+    return folder
+
+
+def test_dpo_beside_ppo_and_grpo(tmp_path: Path, capsys) -> None:
+    """A DPO run shares reward/mean and kl/ref with the RL runs, drawn at the steps it sampled; its
+    own panels appear only when some run is DPO, and its table row has the DPO columns, no level."""
+    _fake_run(tmp_path / "runs/grpo-b", "grpo", [0.1, 0.2, 0.3], level="token")
+    _fake_dpo_run(tmp_path / "runs/dpo-c", {1: 0.1, 5: 0.5, 10: 0.9}, steps=10)
+    out = tmp_path / "fig.png"
+    main([str(tmp_path / "runs"), "--out", str(out), "--x", "time"])
+    captured = capsys.readouterr()
+    table = captured.out.splitlines()
+    assert table[0].endswith(
+        "| final response/length | final rewards/accuracies | final rewards/margins | pair building (s) | wall time (s) |"
+    )
+    assert "| dpo-c | dpo | – | 10 | 0.900 | 10 | 8.0 | 2 | n/a | 9 | 1 | 1 | 4.2 | 9.0 |" in table
+    assert "| grpo-b | grpo | token | 3 | 0.300 | never | never | 1.5 | 1.5 | 1.5 | n/a | n/a | n/a | 12.5 |" in table
+    assert len({line.count("|") for line in table}) == 1  # every row has every column
+    drawn = captured.err.split("figure saved to")[1]
+    for tag in ("reward/mean", "kl/ref", "rewards/margins", "rewards/accuracies", "logps/chosen"):
+        assert tag in drawn
+    runs = [load_run(tmp_path / "runs/dpo-c"), load_run(tmp_path / "runs/grpo-b")]
+    assert runs[0].steps_of("reward/mean") == [1, 5, 10]
+    only_grpo = plot(runs[1:], out, 0.0, x="time")
+    assert not any(p.tag.startswith(("rewards/", "logps/")) for p in only_grpo)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "runs"), "--x", "wall"])

@@ -313,6 +313,34 @@ def test_experiment_figures_divide_the_reward_by_its_weight(tmp_path: Path) -> N
     assert cell([3.0, None, 5.0], reach=True) == "5 [3, 5] (1 never)"
 
 
+def test_experiment_figures_of_a_dpo_run(tmp_path: Path) -> None:
+    """Task 12's columns: reward/mean only at the evaluations, pair building from summary.json (left
+    out of the wall time), the pair figures of every step."""
+    experiments = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    rows = ["step,logps/chosen,logps/rejected,rewards/margins,reward/mean,kl/ref"]
+    rows += [
+        f"{i},{-10 - i},{-10 - 2 * i},{0.1 * i},{'' if i % 5 else 0.1 * i},{'' if i % 5 else i}" for i in range(1, 21)
+    ]
+    (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "samples.jsonl").write_text("")
+    (tmp_path / "summary.json").write_text(json.dumps({"algorithm": "dpo", "wall_s": 30.0, "pairs_s": 12.5}))
+    figures = experiments["figures"](tmp_path, [])
+    assert figures["pair building s"] == 12.5 and figures["wall s"] == 30.0
+    assert figures["first logps/chosen"] == -11.5 and figures["final logps/chosen"] == -29.5  # first / last 2 of 20
+    assert figures["final reward"] == 2.0 and figures["final kl/ref"] == 20.0  # the last of 4 evaluations
+    assert figures["KL to the start, end"] is None  # run_once measures it after the run
+
+
+def test_kl_to_start_of_the_starting_policy_is_zero(tmp_path: Path) -> None:
+    """kl_to_start samples from the saved policy and compares with the task's starting policy: a run
+    that saved the policy it started from is 0 nats away."""
+    experiments = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    PolicyValueModel.from_pretrained("tiny").save_pretrained(tmp_path / "policy")
+    args = ["--preset", "tiny", "--max_new_tokens", "4", "--data.max_samples", "256"]
+    assert experiments["kl_to_start"](tmp_path, "ppo", args) == 0.0
+    assert experiments["kl_to_start"](tmp_path, "grpo", ["--task", "sort", "--preset", "tiny"]) is None  # warm-up
+
+
 def test_benchmark_against_trl_without_trl_is_one_line(capsys, monkeypatch) -> None:
     """TRL is a benchmark-only dependency: without it, --against-trl says how to get it, before running anything."""
     monkeypatch.setitem(sys.modules, "trl", None)  # import trl raises ImportError; find_spec says None
