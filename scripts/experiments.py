@@ -263,7 +263,6 @@ EXPERIMENTS = {
             "median value/explained_variance, steps 1-20",
             "steps to 0.8",
             "final reward",
-            "final tied groups",
             "wall s",
         ],
     ),

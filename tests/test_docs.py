@@ -310,6 +310,14 @@ def test_every_experiment_the_docs_name_exists() -> None:
     assert named <= known, sorted(named - known)
 
 
+def test_every_experiment_column_is_known() -> None:
+    """Each training-script experiment asks only for columns that COLUMNS defines (else it stops with a KeyError
+    after its runs)."""
+    spec = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
+    for name, (_, columns) in spec["EXPERIMENTS"].items():
+        assert set(columns) <= set(spec["COLUMNS"]), (name, sorted(set(columns) - set(spec["COLUMNS"])))
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_no_control_characters(doc: str) -> None:
     """A TAB or other control character is a typo (``"\\text"`` in a non-raw string is a TAB and "ext")."""
