@@ -43,6 +43,8 @@ from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_fr
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from rlhf_practice.config import TrainConfig
+
 PROMPT_WIDTH_MULTIPLE = 8
 """Prompts are left-padded inside the decoder to a multiple of this, so that batches whose longest
 prompt differs by a token or two share one captured graph."""
@@ -84,6 +86,19 @@ class Sampler:
             from transformers import GenerationConfig
 
             self.generation_config = GenerationConfig(do_sample=True, min_new_tokens=0, use_cache=True, **self.settings)
+
+    @classmethod
+    def from_config(cls, policy: PolicyValueModel, tokenizer: PreTrainedTokenizerBase, config: TrainConfig) -> Sampler:
+        """The sampler a run's settings describe: max_new_tokens, temperature, top_k, top_p and decoding."""
+        return cls(
+            policy,
+            tokenizer,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            top_k=config.top_k,
+            top_p=config.top_p,
+            decoding=config.decoding,
+        )
 
     @property
     def capture_seconds(self) -> float:

@@ -344,15 +344,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"max_new_tokens={config.max_new_tokens} plus {task.prompt_length_setting}={task.max_prompt_length} "
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
-    sampler = Sampler(
-        policy,
-        tokenizer,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature,
-        top_k=config.top_k,
-        top_p=config.top_p,
-        decoding=config.decoding,
-    )
+    sampler = Sampler.from_config(policy, tokenizer, config)
     prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)
     try:
         logger = RunLogger(run_dir, config)

@@ -372,15 +372,7 @@ def kl_to_start(folder: Path, algorithm: str, args: list[str]) -> float | None:
     torch.manual_seed(config.seed)
     reference = task.load_policy(torch.device("cpu"))
     policy = PolicyValueModel.from_pretrained(str(folder / "policy"))
-    sampler = Sampler(
-        policy,
-        tokenizer,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature,
-        top_k=config.top_k,
-        top_p=config.top_p,
-        decoding=config.decoding,
-    )
+    sampler = Sampler.from_config(policy, tokenizer, config)
     batches, kls = task.prompt_batches(tokenizer, 64, config.seed + 1), []
     with torch.no_grad():
         for _ in range(KL_REPLIES // 64):
