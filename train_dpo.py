@@ -40,7 +40,8 @@ def main() -> None:
     with training_run(config) as run:
         dpo = run.impl.dpo
         policy = run.policy  # always in eval mode: no dropout, so log-probs are deterministic (TRL: disable_dropout)
-        start = policy.frozen_copy()  # the starting policy: kl/ref is measured against it
+        policy.value_head.requires_grad_(False)  # DPO needs no value head
+        start = policy.reference_model()  # the starting policy: kl/ref is measured against it
         reference = start  # pi_ref of the loss, never updated (--rounds 2 replaces it halfway)
 
         # 0. Preference pairs: from the file, from the cache, or sampled from the starting policy.
@@ -49,12 +50,15 @@ def main() -> None:
             data = PairData(pairs, run.tokenizer, policy.max_length, str(source))
         run.logger.notes["pairs_file"] = str(source)
         batches = data.batches(config.train_batch_size, config.seed)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
+        # The LM your reply_logps runs with gradient: under torchrun / accelerate launch wrapped in DDP
+        # (gradients averaged over the processes); in one process policy.lm itself.
+        lm, optimizer = run.prepare(policy.lm, optimizer)
         for step in run.logger.steps():
             if config.rounds == 2 and step == config.num_steps // 2 + 1:
                 # Iterative DPO: pairs from the current policy, which becomes the reference, so that
                 # the pairs come from pi_ref as the derivation of the loss assumes. New prompts, too.
-                reference = policy.frozen_copy()
+                reference = policy.frozen_copy()  # (with LoRA too: a copy of base + adapter as they are now)
                 with run.logger.set_aside("pairs"):
                     pairs, _ = build_pairs(run, config.seed + PAIR_SEED_OFFSET + 1)
                     write_pairs(run.logger.run_dir / "pairs_round2.jsonl", pairs)
@@ -69,7 +73,7 @@ def main() -> None:
 
             # 2. The DPO update on a batch of pairs (your reply_logps, reference_logps, dpo_loss).
             batch = next(batches).to(run.device)
-            stats = dpo_step(dpo, policy, reference, optimizer, batch, config)
+            stats = dpo_step(dpo, policy, lm, reference, optimizer, batch, config)
 
             # 3. Log: rewards/* are DPO's implicit rewards beta * (log pi - log pi_ref) on the training
             #    pairs; reward/mean is the task's reward of fresh samples.
@@ -79,15 +83,17 @@ def main() -> None:
 def dpo_step(
     dpo: ModuleType,
     policy: PolicyValueModel,
+    lm: torch.nn.Module,
     reference: PolicyValueModel,
     optimizer: torch.optim.Optimizer,
     batch: PairBatch,
     config: DPOConfig,
 ) -> dict[str, torch.Tensor]:
-    """One DPO update on a batch of n pairs (2n rows: chosen, then rejected; see :class:`PairBatch`)."""
+    """One DPO update on a batch of n pairs (2n rows: chosen, then rejected; see :class:`PairBatch`).
+    ``lm`` is ``policy.lm``, or its DDP wrapper (see ``TrainingRun.prepare``)."""
     args = (batch.input_ids, batch.attention_mask, batch.prompt_lengths)
     with policy.autocast():
-        logps = dpo.reply_logps(policy.lm, *args)  # (2n,), with gradient
+        logps = dpo.reply_logps(lm, *args)  # (2n,), with gradient
     with reference.autocast():
         # clone(): a normal tensor even if your reference_logps ran under torch.inference_mode
         ref_logps = dpo.reference_logps(reference.lm, *args).clone()  # (2n,), no gradient
@@ -99,7 +105,7 @@ def dpo_step(
 
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(lm.parameters(), config.max_grad_norm)
     optimizer.step()
 
     chosen_rewards, rejected_rewards = chosen_rewards.detach(), rejected_rewards.detach()

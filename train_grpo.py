@@ -18,7 +18,7 @@ import torch
 
 from rlhf_practice.config import GRPOConfig, TokenGRPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import check_finite, mean_metrics, rollout_stats
+from rlhf_practice.tracking import check_finite, mean_metrics
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -28,10 +28,15 @@ def main() -> None:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
-        reference = policy.frozen_copy() if config.level == "token" else None  # pi_ref, never updated
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        policy.value_head.requires_grad_(False)  # no critic in GRPO: the group's mean is the baseline
+        reference = policy.reference_model() if config.level == "token" else None  # pi_ref, never updated
+        optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
+        # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
+        # processes); in one process the policy itself.
+        model, optimizer = run.prepare(policy, optimizer)
         for step in run.logger.steps():
             # 1. Sample B prompts and repeat each K times: rows i*K .. i*K+K-1 share prompt i.
+            #    (With N processes, B is this process's share: a group never spans two processes.)
             input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
             input_ids = input_ids.repeat_interleave(group_size, dim=0)  # (B*K, P)
             attention_mask = attention_mask.repeat_interleave(group_size, dim=0)
@@ -45,23 +50,27 @@ def main() -> None:
             task_stats = run.task_metrics(step, prompts, replies)
 
             # 3. Group advantages: reward minus the mean of the K replies to the same prompt
-            #    (your compute_group_advantages).
-            advantages = grpo.compute_group_advantages(rewards, group_size, normalize=config.normalize_advantages)
+            #    (your compute_group_advantages), over the global batch, then this process's rows.
+            advantages = grpo.compute_group_advantages(
+                run.gather(rewards), group_size, normalize=config.normalize_advantages
+            )
+            advantages = run.shard(advantages)  # (B*K,)
 
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
             if reference is None:
-                stats = grpo_step(grpo, policy, optimizer, generation, advantages=advantages, config=config)
+                stats = grpo_step(grpo, model, optimizer, generation, advantages=advantages, config=config)
             else:
-                stats = token_level_update(run, optimizer, reference, generation, advantages, config)
+                stats = token_level_update(run, model, optimizer, reference, generation, advantages, config)
 
             # 5. Log. adv/mean is ~0 by construction: watch reward/mean, not the loss.
-            metrics = {**stats, **rollout_stats(rewards, advantages, generation, group_size), **task_stats}
+            metrics = {**stats, **run.rollout_stats(rewards, advantages, generation, group_size), **task_stats}
             run.logger.log(step, metrics, prompts, replies, rewards)
 
 
 def token_level_update(
     run: TrainingRun,
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     reference: PolicyValueModel,
     generation: Generation,
@@ -75,7 +84,7 @@ def token_level_update(
         old_logprobs = run.policy.evaluate_tokens(generation).logprobs  # (N, T)
         ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (N, T)
     stats = [
-        grpo_clip_step(rl, run.policy, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
+        grpo_clip_step(rl, model, optimizer, generation, old_logprobs, ref_logprobs, advantages, config)
         for _ in range(config.grpo_iterations)
     ]
     # KL(pi || pi_ref) per reply: k3 summed over its tokens, at sampling time. Logged even when beta = 0.
@@ -85,28 +94,28 @@ def token_level_update(
 
 def grpo_step(
     grpo: ModuleType,
-    policy: PolicyValueModel,
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
     advantages: torch.Tensor,
     config: GRPOConfig,
 ) -> dict[str, torch.Tensor]:
     """One GRPO update on N = B * K sampled replies: recompute log-probs, your ``grpo.grpo_loss``,
-    one optimizer step."""
-    new = policy.evaluate_sequences(generation)
+    one optimizer step. ``model`` is the policy (or its DDP wrapper: see ``TrainingRun.prepare``)."""
+    new = model(generation)  # evaluate_sequences: log-probs (N,) with gradient
     loss = grpo.grpo_loss(new.logprobs, advantages)
     check_finite("loss/policy", loss)
 
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
     return {"loss/policy": loss.detach(), "policy/entropy": new.entropy.detach()}
 
 
 def grpo_clip_step(
     rl: ModuleType,
-    policy: PolicyValueModel,
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
     old_logprobs: torch.Tensor,
@@ -123,7 +132,7 @@ def grpo_clip_step(
     stats = []
     for idx in torch.randperm(len(generation), device=advantages.device).chunk(config.grpo_num_minibatches):
         mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx])
+        new = model(generation[idx], per_token=True)  # evaluate_tokens: (n, T) with gradient
         loss = rl.grpo_clip_loss(
             new.logprobs,
             old_logprobs[idx],
@@ -139,7 +148,7 @@ def grpo_clip_step(
 
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
 
         with torch.no_grad():

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_practice.config import PPOConfig, TokenPPOConfig, parse_config
-from rlhf_practice.modeling import Generation, PolicyValueModel, TokenOutputs
-from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics, rollout_stats
+from rlhf_practice.modeling import Generation, TokenOutputs
+from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -32,7 +32,10 @@ def main() -> None:
 def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
     ppo = run.impl.ppo
     policy = run.policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
+    # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
+    # processes); in one process the policy itself.
+    model, optimizer = run.prepare(policy, optimizer)
     for step in run.logger.steps():
         # 1. Sample prompts and generate one reply each (no gradient).
         input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
@@ -46,15 +49,19 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         with torch.no_grad():
             old = policy.evaluate_sequences(generation)  # logprobs (B,), values (B,)
 
-        # 4. Advantages A = R - V(s) (your compute_advantages).
-        advantages = ppo.compute_advantages(rewards, old.values, normalize=config.normalize_advantages)
+        # 4. Advantages A = R - V(s) (your compute_advantages), normalized over the global batch;
+        #    then this process's rows (all of them in one process).
+        advantages = ppo.compute_advantages(
+            run.gather(rewards), run.gather(old.values), normalize=config.normalize_advantages
+        )
+        advantages = run.shard(advantages)  # (B,)
 
         # 5. ppo_epochs passes over the batch (your ppo_clip_loss inside ppo_step).
         #    The value head learns to predict the reward: returns = rewards.
         epoch_stats = [
             ppo_step(
                 ppo,
-                policy,
+                model,
                 optimizer,
                 generation,
                 old_logprobs=old.logprobs,
@@ -68,9 +75,10 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         # 6. Log: losses averaged over the epochs, plus reward, advantage and value statistics.
         metrics = {
             **mean_metrics(epoch_stats),
-            **rollout_stats(rewards, advantages, generation),
+            **run.rollout_stats(rewards, advantages, generation),
             "value/mean": old.values.mean(),
-            "value/explained_variance": explained_variance(old.values, rewards),  # how much of R does V(s) see?
+            # how much of R does V(s) see?
+            "value/explained_variance": explained_variance(run.gather(old.values), run.gather(rewards)),
             # Before any update new = old, so ratio = 1 and the clip loss is -mean(A): 0 once A is normalized.
             "loss/policy_before_update": ppo.ppo_clip_loss(
                 old.logprobs, old.logprobs, advantages, config.ppo_clip_range
@@ -84,9 +92,10 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
     """--level token: per-token rewards with a KL penalty to the start policy, GAE, clipped losses."""
     rl = run.impl.token_level
     policy = run.policy
-    reference = policy.frozen_copy()  # pi_ref: the policy before training; never updated
+    reference = policy.reference_model()  # pi_ref: the policy before training; never updated
     kl_control = KLController(config.beta, config.kl_target, config.kl_horizon)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
+    model, optimizer = run.prepare(policy, optimizer)  # DDP under a launcher, as in sequence_level
     for step in run.logger.steps():
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
         input_ids, attention_mask, prompts = run.next_prompts()
@@ -104,35 +113,40 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
         kl = rl.per_token_kl(old.logprobs, ref_logprobs, mask, config.kl_estimator)
         rewards = token_rewards(scores, kl, mask, kl_control.beta)  # (B, T)
 
-        # 4. Advantages and returns by GAE, right to left (your compute_gae); then standardized.
+        # 4. Advantages and returns by GAE, right to left (your compute_gae); then standardized over
+        #    the real tokens of the global batch (this process's rows, without other processes' padding).
         advantages, returns = rl.compute_gae(rewards, old.values, mask, config.gamma, config.gae_lambda)
         if config.normalize_advantages:
-            advantages = whiten(rl.masked_mean, advantages, mask)
+            whitened = whiten(rl.masked_mean, run.gather(advantages), run.gather(mask))
+            advantages = run.shard(whitened)[:, : mask.shape[1]]
 
         # 5. ppo_epochs passes over the batch (your token_ppo_loss inside token_ppo_step).
         epoch_stats = [
-            token_ppo_step(rl, policy, optimizer, generation, old, advantages, returns, config)
+            token_ppo_step(rl, model, optimizer, generation, old, advantages, returns, config)
             for _ in range(config.ppo_epochs)
         ]
 
         # 6. KL(pi || pi_ref) per reply (k3 summed over its tokens) adapts beta when kl_target > 0; log.
-        kl_ref = rl.per_token_kl(old.logprobs, ref_logprobs, mask, "k3").sum(dim=1).mean()
+        #    Over the global batch, so that every process adapts beta alike.
+        kl_ref = run.gather(rl.per_token_kl(old.logprobs, ref_logprobs, mask, "k3").sum(dim=1)).mean()
         metrics = {
             **mean_metrics(epoch_stats),
-            **rollout_stats(scores, advantages[mask > 0], generation),
+            **run.rollout_stats(scores, advantages, generation),
             "kl/ref": kl_ref,
             "kl/beta": torch.tensor(kl_control.beta),
             "value/mean": rl.masked_mean(old.values, mask),
-            "value/explained_variance": explained_variance(old.values[mask > 0], returns[mask > 0]),
+            "value/explained_variance": explained_variance(
+                *(run.gather(x)[run.gather(mask) > 0] for x in (old.values, returns))
+            ),
             **task_stats,
         }
         run.logger.log(step, metrics, prompts, replies, scores)
-        kl_control.update(metrics["kl/ref"].item(), n=len(scores))
+        kl_control.update(kl_ref.item(), n=len(run.gather(scores)))
 
 
 def ppo_step(
     ppo: ModuleType,
-    policy: PolicyValueModel,
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
     old_logprobs: torch.Tensor,
@@ -152,7 +166,7 @@ def ppo_step(
     """
     stats = []
     for idx in torch.randperm(len(returns), device=returns.device).chunk(config.ppo_num_minibatches):
-        new = policy.evaluate_sequences(generation[idx])
+        new = model(generation[idx])  # evaluate_sequences, with gradient (through DDP under a launcher)
         policy_loss = ppo.ppo_clip_loss(new.logprobs, old_logprobs[idx], advantages[idx], config.ppo_clip_range)
         value_loss = F.mse_loss(new.values, returns[idx])
         log_ratio = new.logprobs - old_logprobs[idx]
@@ -163,7 +177,7 @@ def ppo_step(
 
         optimizer.zero_grad(set_to_none=True)
         total_with_kl.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
 
         with torch.no_grad():
@@ -226,7 +240,7 @@ class KLController:
 
 def token_ppo_step(
     rl: ModuleType,
-    policy: PolicyValueModel,
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generation: Generation,
     old: TokenOutputs,
@@ -246,7 +260,7 @@ def token_ppo_step(
     stats = []
     for idx in torch.randperm(len(generation), device=returns.device).chunk(config.ppo_num_minibatches):
         mask = generation.response_mask[idx]
-        new = policy.evaluate_tokens(generation[idx])
+        new = model(generation[idx], per_token=True)  # evaluate_tokens, with gradient
         policy_loss, value_loss = rl.token_ppo_loss(
             new.logprobs,
             old.logprobs[idx],
@@ -264,7 +278,7 @@ def token_ppo_step(
 
         optimizer.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
 
         with torch.no_grad():

@@ -227,6 +227,23 @@ class PolicyValueModel(nn.Module):
         ref.requires_grad_(False)
         return ref
 
+    def reference_model(self) -> PolicyValueModel:
+        """pi_ref, the policy as it is now, never updated: what the KL penalty of the token-level scripts
+        and DPO's loss compare with. Call it before training: a frozen copy of the weights."""
+        return self.frozen_copy()
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters that train (requires_grad): what the optimizer gets."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def forward(self, generation: Generation, per_token: bool = False) -> SequenceOutputs | TokenOutputs:
+        """``evaluate_tokens(generation)`` if ``per_token`` else ``evaluate_sequences(generation)``.
+
+        The update steps call the model this way (``model(generation)``), because under a launcher
+        ``model`` is this module wrapped in DistributedDataParallel, which averages the gradients of
+        the processes only for what runs through ``forward``."""
+        return self.evaluate_tokens(generation) if per_token else self.evaluate_sequences(generation)
+
     @property
     def device(self) -> torch.device:
         return self.lm.device

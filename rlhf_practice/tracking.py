@@ -28,15 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
 from rlhf_practice.errors import TrainingError
-
-if TYPE_CHECKING:
-    from rlhf_practice.modeling import Generation
 
 TIME_TAGS = ("time/step_s", "time/generate_s", "time/score_s", "time/eval_s", "time/warmup_s", "time/elapsed_s")
 # TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
@@ -106,24 +102,29 @@ def mean_metrics(stats: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor
 
 
 def rollout_stats(
-    rewards: torch.Tensor, advantages: torch.Tensor, generation: Generation, group_size: int = 0
+    rewards: torch.Tensor,
+    advantages: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_size: int = 0,
 ) -> dict[str, torch.Tensor]:
     """The statistics of a batch of rollouts that both algorithms log (0-dim tensors on the device).
 
-    rewards: (N,); advantages: (N,) or the real tokens' advantages; ``generation`` holds the N replies.
-    ``response/distinct`` is the number of different replies (compared token for token up to EOS)
-    divided by N: 1 when no two are alike, toward 1/N when the policy collapses onto one stock reply.
-    With ``group_size`` K, also the mean std of the rewards within each group of K replies to one
-    prompt (``reward/group_std``).
+    rewards: (N,); advantages: (N,) or the real tokens' advantages; response_ids and response_mask:
+    (N, T), the N replies (see :class:`~rlhf_practice.modeling.Generation`). ``response/distinct`` is
+    the number of different replies (compared token for token up to EOS) divided by N: 1 when no two
+    are alike, toward 1/N when the policy collapses onto one stock reply. With ``group_size`` K, also
+    the mean std of the rewards within each group of K replies to one prompt (``reward/group_std``).
+    Training scripts call :meth:`~rlhf_practice.training.TrainingRun.rollout_stats`, which gathers the
+    batch of every process first.
     """
-    mask = generation.response_mask
-    replies = generation.response_ids.masked_fill(mask == 0, -1)  # (N, T): padding after EOS made equal
+    replies = response_ids.masked_fill(response_mask == 0, -1)  # (N, T): padding after EOS made equal
     stats = {
         "reward/mean": rewards.mean(),
         "reward/std": rewards.std(),
         "adv/mean": advantages.mean(),
         "adv/std": advantages.std(),
-        "response/length": mask.sum(dim=1).float().mean(),
+        "response/length": response_mask.sum(dim=1).float().mean(),
         "response/distinct": torch.tensor(len(torch.unique(replies, dim=0)) / len(replies), device=rewards.device),
     }
     if group_size:

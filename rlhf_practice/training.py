@@ -34,7 +34,7 @@ from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPra
 from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_from_mask, response_mask_from_ids
 from rlhf_practice.sampling import Sampler
 from rlhf_practice.tasks import Task, build_task
-from rlhf_practice.tracking import RunLogger, check_finite
+from rlhf_practice.tracking import RunLogger, check_finite, rollout_stats
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -156,6 +156,37 @@ class TrainingRun:
         """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts."""
         batch = next(self.prompts)
         return batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device), batch["prompt_text"]
+
+    def prepare(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        """The model and optimizer the update steps use. In one process: the same objects. Under a
+        launcher (``torchrun``, ``accelerate launch``) with N processes: accelerate's ``prepare``, which
+        wraps the model in DistributedDataParallel, so that ``loss.backward()`` averages the gradients
+        of the N processes. Call the returned model (``model(generation)``) for every forward pass
+        that gets a gradient; sample and evaluate without gradient on the unwrapped policy."""
+        return model, optimizer
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` over the global batch: the rows of every process, in process order (replies of
+        different lengths padded on the right with 0). In one process: ``tensor`` itself. Use it for
+        what must be computed over the whole batch: normalized advantages, logged statistics."""
+        return tensor
+
+    def shard(self, tensor: torch.Tensor) -> torch.Tensor:
+        """This process's rows of a tensor over the global batch (the inverse of :meth:`gather`)."""
+        return tensor
+
+    def rollout_stats(
+        self, rewards: torch.Tensor, advantages: torch.Tensor, generation: Generation, group_size: int = 0
+    ) -> dict[str, torch.Tensor]:
+        """:func:`~rlhf_practice.tracking.rollout_stats` over the global batch. rewards: (N,);
+        advantages: (N,), or (N, T) per token, of which the real tokens (response_mask 1) count."""
+        mask = self.gather(generation.response_mask)
+        advantages = self.gather(advantages)
+        if advantages.dim() == 2:
+            advantages = advantages[mask > 0]
+        return rollout_stats(self.gather(rewards), advantages, self.gather(generation.response_ids), mask, group_size)
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Generation:
         """Sample one reply per prompt row with the run's :class:`~rlhf_practice.sampling.Sampler`, timed."""

@@ -105,11 +105,14 @@ def test_metric_helpers() -> None:
     replies = torch.tensor([[5, 0, 7], [5, 0, 3], [5, 6, 4], [5, 6, 4]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
     generation = Generation(torch.cat([torch.ones(4, 2).long(), replies], 1), torch.ones(4, 5), mask, 2)
-    out = rollout_stats(rewards, rewards - 0.5, generation, group_size=2)
+    out = rollout_stats(rewards, rewards - 0.5, generation.response_ids, generation.response_mask, group_size=2)
     assert out["response/length"].item() == 2.5 and out["adv/mean"].item() == 0.0
     assert out["response/distinct"].item() == 0.5  # two different replies among four
     generation.sequences[3, 4] = 9
-    assert rollout_stats(rewards, rewards, generation)["response/distinct"].item() == 0.75
+    assert (
+        rollout_stats(rewards, rewards, generation.response_ids, generation.response_mask)["response/distinct"].item()
+        == 0.75
+    )
     assert out["reward/group_std"].item() == pytest.approx((0.5**0.5 + 0.0) / 2)
 
 
