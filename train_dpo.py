@@ -45,11 +45,13 @@ def main() -> None:
         reference = start  # pi_ref of the loss, never updated (--rounds 2 replaces it halfway)
 
         # 0. Preference pairs: from the file, from the cache, or sampled from the starting policy.
+        #    (Under a launcher: by the main process, which sends them to the others.)
         with run.logger.set_aside("pairs"):
-            pairs, source = load_pairs(config) if config.pairs_file else cached_pairs(run)
+            pairs, source = run.from_main(lambda: load_pairs(config) if config.pairs_file else cached_pairs(run))
             data = PairData(pairs, run.tokenizer, policy.max_length, str(source))
         run.logger.notes["pairs_file"] = str(source)
-        batches = data.batches(config.train_batch_size, config.seed)
+        # Batches of train_batch_size pairs (with N processes, each takes its share of every batch).
+        batches = data.batches(config.train_batch_size, config.seed, run.process_index, run.num_processes)
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
         # The LM your reply_logps runs with gradient: under torchrun / accelerate launch wrapped in DDP
         # (gradients averaged over the processes); in one process policy.lm itself.
@@ -60,10 +62,9 @@ def main() -> None:
                 # the pairs come from pi_ref as the derivation of the loss assumes. New prompts, too.
                 reference = policy.frozen_copy()  # (with LoRA too: a copy of base + adapter as they are now)
                 with run.logger.set_aside("pairs"):
-                    pairs, _ = build_pairs(run, config.seed + PAIR_SEED_OFFSET + 1)
-                    write_pairs(run.logger.run_dir / "pairs_round2.jsonl", pairs)
+                    pairs = run.from_main(lambda: round_two_pairs(run))
                     data = PairData(pairs, run.tokenizer, policy.max_length, "pairs_round2.jsonl")
-                batches = data.batches(config.train_batch_size, config.seed + 1)
+                batches = data.batches(config.train_batch_size, config.seed + 1, run.process_index, run.num_processes)
 
             # 1. Every eval_every steps (and at the first and last): fresh replies from the policy
             #    before this step's update, their reward and KL to the starting policy.
@@ -120,6 +121,13 @@ def dpo_step(
     }
 
 
+def round_two_pairs(run: TrainingRun) -> list[dict]:
+    """--rounds 2: pairs sampled from the policy as it is now, also written to the run folder."""
+    pairs, _ = build_pairs(run, run.config.seed + PAIR_SEED_OFFSET + 1)
+    write_pairs(run.logger.run_dir / "pairs_round2.jsonl", pairs)
+    return pairs
+
+
 @torch.no_grad()
 def evaluate(
     run: TrainingRun, start: PolicyValueModel, step: int
@@ -128,14 +136,15 @@ def evaluate(
     the length, and kl/ref = mean over the replies of log pi(y|x) - log pi_start(y|x), each a sum over
     the reply's tokens (an unbiased estimate of KL(pi || pi_start) per reply, in nats). Returns the
     metrics and the prompts, replies and rewards (for the samples log)."""
-    input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
+    input_ids, attention_mask, prompts = run.next_prompts()  # (B, P): this process's share under a launcher
     generation = run.generate(input_ids, attention_mask)
     replies, rewards = run.score_replies(generation, prompts)  # (B,)
     new = run.policy.evaluate_sequences(generation)
     kl_ref = (new.logprobs - start.evaluate_sequences(generation).logprobs).mean()
+    all_rewards = run.gather(rewards)  # the rewards of every process (these ones in one process)
     metrics = {
-        "reward/mean": rewards.mean(),
-        "reward/std": rewards.std(),
+        "reward/mean": all_rewards.mean(),
+        "reward/std": all_rewards.std(),
         "response/length": generation.response_mask.sum(dim=1).float().mean(),
         "kl/ref": kl_ref,
         "policy/entropy": new.entropy,

@@ -322,13 +322,18 @@ class PairData:
         prompt_lengths = torch.tensor([self.rows[i][2] for i in indices] * 2, dtype=torch.long)
         return PairBatch(input_ids, attention_mask, prompt_lengths)
 
-    def batches(self, batch_size: int, seed: int) -> Iterator[PairBatch]:
+    def batches(
+        self, batch_size: int, seed: int, process_index: int = 0, num_processes: int = 1
+    ) -> Iterator[PairBatch]:
         """Batches of ``batch_size`` pairs forever: every pass over the pairs in a new random order
-        (drawn with ``seed``); a pass shorter than a batch is topped up from the next."""
+        (drawn with ``seed``); a pass shorter than a batch is topped up from the next. With
+        ``num_processes`` N > 1 (which must divide ``batch_size``), process ``process_index`` gets its
+        share of each batch: its batch_size / N consecutive pairs, the same stream in every process."""
         generator = torch.Generator().manual_seed(seed)
+        share = batch_size // num_processes
         order: list[int] = []
         while True:
             while len(order) < batch_size:
                 order += torch.randperm(len(self.rows), generator=generator).tolist()
-            yield self.collate(order[:batch_size])
+            yield self.collate(order[process_index * share : (process_index + 1) * share])
             order = order[batch_size:]

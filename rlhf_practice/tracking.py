@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,14 +147,39 @@ class RunLogger:
     steps a few prompt/reply/reward triples go to TensorBoard text and samples.jsonl.
     """
 
-    def __init__(self, run_dir: Path, config: object):
-        from torch.utils.tensorboard import SummaryWriter  # imported here: only a training run needs it
-
+    def __init__(
+        self,
+        run_dir: Path,
+        config: object,
+        processes: dict[str, object] | None = None,
+        reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        writes: bool = True,
+    ):
+        """``processes``: what a run of several processes records in config.json and summary.json
+        (their count and seeds). ``reduce``: averages a step's metrics over the processes before
+        they are logged (None in one process). ``writes``: False in every process but the main one
+        of a run with several: that logger writes no file, shows no bar, and still times the steps."""
         self.run_dir = Path(run_dir)
         self.config = config
         self.algorithm: str = config.algorithm
+        self.reduce = reduce
+        self.writes = writes
+        self.start_time = self._last_time = time.time()
+        self.rewards_seen: list[float] = []
+        self.steps_done = 0
+        self._bar: tqdm | None = None
+        self._bar_values: dict[str, str] = {}
+        self._phase_seconds: dict[str, float] = {}
+        self.set_aside_seconds: dict[str, float] = {}
+        self.notes: dict[str, object] = dict(processes or {})  # written into summary.json (train_dpo.py: its pairs)
+        if writes:
+            self._open_files(processes or {})
+
+    def _open_files(self, processes: dict[str, object]) -> None:
+        from torch.utils.tensorboard import SummaryWriter  # imported here: only a training run needs it
+
         self.run_dir.mkdir(parents=True, exist_ok=False)
-        record = {"algorithm": self.algorithm, **dataclasses.asdict(config)}
+        record = {"algorithm": self.algorithm, **dataclasses.asdict(self.config), **processes}
         (self.run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
         started = set(threading.enumerate())
         self.writer = SummaryWriter(log_dir=str(self.run_dir))
@@ -167,13 +192,6 @@ class RunLogger:
         self._csv: dict[str, csv.DictWriter] = {}
         self._samples = open(self.run_dir / "samples.jsonl", "w", encoding="utf-8")
         self.start_time = self._last_time = time.time()
-        self.rewards_seen: list[float] = []
-        self.steps_done = 0
-        self._bar: tqdm | None = None
-        self._bar_values: dict[str, str] = {}
-        self._phase_seconds: dict[str, float] = {}
-        self.set_aside_seconds: dict[str, float] = {}
-        self.notes: dict[str, object] = {}  # written into summary.json (train_dpo.py: where its pairs came from)
 
     def _writer_thread_failed(self, args: threading.ExceptHookArgs) -> None:
         """``threading.excepthook`` while the run is open. When the run folder goes away, TensorBoard's
@@ -210,7 +228,8 @@ class RunLogger:
 
     def steps(self) -> Iterator[int]:
         """1, 2, ..., num_steps, behind a progress bar that :meth:`log` updates."""
-        self._bar = tqdm(range(1, self.config.num_steps + 1), desc=self.algorithm, dynamic_ncols=True)
+        steps = range(1, self.config.num_steps + 1)
+        self._bar = tqdm(steps, desc=self.algorithm, dynamic_ncols=True, disable=not self.writes)
         for step in self._bar:
             yield step
             self.steps_done = step
@@ -223,14 +242,18 @@ class RunLogger:
         A step may leave out tags that are only measured now and then (train_dpo.py's ``reward/mean``,
         sampled every ``eval_every`` steps): their metrics.csv cells stay empty, the bar keeps their
         last value, and samples are logged only at a step that has some (``replies`` not empty)."""
-        values = torch.stack([v.detach().float() for v in metrics.values()]).tolist()  # one copy to the host
-        scalars = dict(zip(metrics, values))
+        values = torch.stack([v.detach().float() for v in metrics.values()])
+        if self.reduce is not None:  # several processes: the mean over them (every process calls log)
+            values = self.reduce(values)
+        scalars = dict(zip(metrics, values.tolist()))  # one copy to the host
         now = time.time()
         phases = {f"time/{phase}_s": seconds for phase, seconds in self._phase_seconds.items()}
         scalars.update({"time/step_s": now - self._last_time, **phases, "time/elapsed_s": now - self.start_time})
         self._last_time, self._phase_seconds = now, {}
         if "reward/mean" in scalars:
             self.rewards_seen.append(scalars["reward/mean"])
+        if not self.writes:
+            return
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
         self._write_row("metrics.csv", step, {k: v for k, v in scalars.items() if k not in TIME_TAGS})
@@ -244,6 +267,8 @@ class RunLogger:
 
     def log_warmup(self, step: int, scalars: dict[str, float]) -> None:
         """Log a supervised warm-up step (``warmup/`` tags) to TensorBoard and warmup.csv; steps count from 1."""
+        if not self.writes:
+            return
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
         if "warmup.csv" not in self._files:
@@ -284,11 +309,15 @@ class RunLogger:
         return summary
 
     def flush(self) -> None:
+        if not self.writes:
+            return
         self.writer.flush()
         for f in (*self._files.values(), self._samples):
             f.flush()
 
     def close(self) -> None:
+        if not self.writes:
+            return
         try:
             self.flush()
             self.writer.close()

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -37,7 +37,13 @@ from rlhf_practice.tasks import Task, build_task
 from rlhf_practice.tracking import RunLogger, check_finite, rollout_stats
 
 if TYPE_CHECKING:
+    from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
+
+T = TypeVar("T")
+PROCESS_SEED_OFFSET = 2**40
+"""With N > 1 processes, process r reseeds with seed + r * this right before the training loop: each
+samples its own replies, and no process of one seed shares its random numbers with a run of another seed."""
 
 
 def seed_everything(seed: int) -> None:
@@ -46,7 +52,7 @@ def seed_everything(seed: int) -> None:
     ``torch.use_deterministic_algorithms``: it imports torch's compiler stack, over a second of
     start-up, and on CUDA it would cost speed."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed if seed < 2**32 else [seed % 2**32, seed // 2**32])  # NumPy takes 32-bit words
     torch.manual_seed(seed)
 
 
@@ -122,11 +128,18 @@ def run_main(main: Callable[[], None]) -> None:
         )
         sys.exit(3)
     except (ConfigError, DataError, ModelLoadError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        if not _other_process():  # under a launcher every process finds the same bad setting: one line
+            print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except RLHFPracticeError as err:
-        print(f"error: {err}", file=sys.stderr)
+        where = f"process {os.environ['RANK']}: " if _other_process() else ""
+        print(f"error: {where}{err}", file=sys.stderr)
         sys.exit(1)
+
+
+def _other_process() -> bool:
+    """True in every process but the first (rank 0) of a run started by ``torchrun`` or ``accelerate launch``."""
+    return int(os.environ.get("RANK", "0")) > 0
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -151,11 +164,36 @@ class TrainingRun:
     prompts: Iterator[dict]  # the task's prompt batches
     logger: RunLogger
     sampler: Sampler
+    accelerator: Accelerator  # the processes of the run: one, or N under torchrun / accelerate launch
+
+    @property
+    def num_processes(self) -> int:
+        return self.accelerator.num_processes
+
+    @property
+    def process_index(self) -> int:
+        """0 .. num_processes - 1; process 0 is the main one, which writes the run folder."""
+        return self.accelerator.process_index
 
     def next_prompts(self) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-        """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts."""
+        """(input_ids (B, P), attention_mask (B, P)) on the run's device, and the prompt texts.
+
+        B is ``train_batch_size`` in one process. With N processes every process draws the same
+        global batch and keeps its share, B / N consecutive rows (process 0 the first ones)."""
         batch = next(self.prompts)
-        return batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device), batch["prompt_text"]
+        rows = self._rows(len(batch["prompt_text"]))
+        input_ids, attention_mask = batch["input_ids"][rows], batch["attention_mask"][rows]
+        return input_ids.to(self.device), attention_mask.to(self.device), batch["prompt_text"][rows]
+
+    def _rows(self, n: int) -> slice:
+        """This process's share of n rows (all of them in one process)."""
+        share = n // self.num_processes
+        if share * self.num_processes != n:
+            raise ConfigError(
+                f"a batch of {n} prompts does not split into {self.num_processes} equal shares; "
+                f"use a train_batch_size that {self.num_processes} divides (and at most the number of prompts)."
+            )
+        return slice(self.process_index * share, (self.process_index + 1) * share)
 
     def prepare(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
@@ -165,17 +203,34 @@ class TrainingRun:
         wraps the model in DistributedDataParallel, so that ``loss.backward()`` averages the gradients
         of the N processes. Call the returned model (``model(generation)``) for every forward pass
         that gets a gradient; sample and evaluate without gradient on the unwrapped policy."""
-        return model, optimizer
+        if self.num_processes == 1:
+            return model, optimizer
+        return self.accelerator.prepare(model, optimizer)
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` over the global batch: the rows of every process, in process order (replies of
         different lengths padded on the right with 0). In one process: ``tensor`` itself. Use it for
         what must be computed over the whole batch: normalized advantages, logged statistics."""
-        return tensor
+        if self.num_processes == 1:
+            return tensor
+        return self.accelerator.gather(self.accelerator.pad_across_processes(tensor, dim=1))
 
     def shard(self, tensor: torch.Tensor) -> torch.Tensor:
         """This process's rows of a tensor over the global batch (the inverse of :meth:`gather`)."""
-        return tensor
+        return tensor[self._rows(len(tensor))]
+
+    def mean_over_processes(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The mean of ``tensor`` over the processes (every process must call it); ``tensor`` in one process.
+        The run's logger averages each step's metrics with it: a per-process mean over an equal share of
+        the rows becomes the mean over the global batch."""
+        if self.num_processes == 1:
+            return tensor
+        return self.accelerator.reduce(tensor, reduction="mean")
+
+    def from_main(self, make: Callable[[], T]) -> T:
+        """``make()`` run on the main process only, and its result sent to every process (train_dpo.py's
+        preference pairs: built or read once, no shared file system needed). In one process: ``make()``."""
+        return _from_main(self.accelerator, make)
 
     def rollout_stats(
         self, rewards: torch.Tensor, advantages: torch.Tensor, generation: Generation, group_size: int = 0
@@ -249,6 +304,8 @@ class TrainingRun:
         written any more, the policy and summary go to a new temporary folder instead, and the last
         line says where.
         """
+        if not self.logger.writes:  # another process than the main one: nothing to save
+            return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         for sig in previous:
             signal.signal(sig, lambda *_: print("\nsaving; please wait until it is done.", file=sys.stderr))
@@ -335,20 +392,64 @@ def warm_up(run: TrainingRun) -> None:
             )
 
 
-def start_run(config: TrainConfig) -> TrainingRun:
-    """Check everything that can be checked cheaply, then load the model, prompts and reward.
+def start_accelerator(config: TrainConfig) -> tuple[Accelerator, torch.device]:
+    """The run's one ``accelerate.Accelerator`` and the device of this process.
 
-    Order matters for the user: bad settings, an unfinished stub and a taken run folder are reported
-    before anything slow is loaded; the checks that need the tokenizer or the model (top_k against the
-    vocabulary, prompt + reply against the positions, the static decoder's model type) run right after
-    loading them; the run folder is made last.
-    """
-    config.validate()
-    impl = load_impl(config.impl)
-    impl.check_implemented(config.algorithm)
-    if config.level == "token":
-        impl.check_implemented("token_level")
+    In one process (``python train_grpo.py``) the Accelerator changes nothing: the device is
+    ``config.device``, the model and optimizer stay as they are. Under ``torchrun`` or ``accelerate
+    launch`` with N processes it joins them (gloo on a CPU, NCCL on GPUs, where process r takes
+    ``cuda:LOCAL_RANK``). No accelerate config file is read: mixed precision stays the run's own
+    (``mixed_precision``, bfloat16 autocast on CUDA)."""
+    from accelerate import Accelerator
+
     device = resolve_device(config.device)
+    accelerator = Accelerator(cpu=device.type == "cpu", mixed_precision="no")
+    if accelerator.num_processes > 1 and device.type == "cuda":
+        device = accelerator.device
+    return accelerator, device
+
+
+def check_process_count(config: TrainConfig, processes: int) -> None:
+    """ConfigError unless the prompts (and minibatches) of a step split evenly over ``processes``
+    (raised by every process alike, before any of them waits for another)."""
+    if config.train_batch_size % processes:
+        raise ConfigError(
+            f"train_batch_size={config.train_batch_size} does not split over {processes} processes; "
+            f"use a multiple of {processes} (each process takes an equal share of the prompts)."
+        )
+    replies = config.replies_per_step() // processes
+    for name in ("ppo_num_minibatches", "grpo_num_minibatches"):
+        minibatches = getattr(config, name, 1)
+        if replies % minibatches:
+            raise ConfigError(
+                f"{name}={minibatches} must divide the {replies} replies of each of the {processes} processes; "
+                f"pick a divisor of {replies} (or a train_batch_size that gives one)."
+            )
+
+
+def _from_main(accelerator: Accelerator, make: Callable[[], T], share: bool = True) -> T | None:
+    """``make()`` on the main process; its result (``share``) and any exception it raised sent to the
+    others, so that an error stops every process instead of leaving them waiting. Without ``share``
+    the other processes get None."""
+    if accelerator.num_processes == 1:
+        return make()
+    from accelerate.utils import broadcast_object_list
+
+    value, message = None, [None, None]
+    if accelerator.is_main_process:
+        try:
+            value = make()
+            message = [value if share else None, None]
+        except Exception as err:  # every process raises it, below
+            message = [None, err]
+    broadcast_object_list(message)
+    if message[1] is not None:
+        raise message[1]
+    return value if accelerator.is_main_process else message[0]
+
+
+def _new_run_dir(config: TrainConfig) -> Path:
+    """The run folder's path: not there yet, in a writable run_dir (decided once, by the main process)."""
     name = (
         config.run_name
         or f"{config.algorithm}{'-token' * (config.level == 'token')}-{config.preset if config.task == 'sentiment' else config.task}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
@@ -357,6 +458,30 @@ def start_run(config: TrainConfig) -> TrainingRun:
     if run_dir.exists():
         raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.")
     check_writable(Path(config.run_dir))
+    return run_dir
+
+
+def start_run(config: TrainConfig) -> TrainingRun:
+    """Check everything that can be checked cheaply, then load the model, prompts and reward.
+
+    Order matters for the user: bad settings, an unfinished stub and a taken run folder are reported
+    before anything slow is loaded; the checks that need the tokenizer or the model (top_k against the
+    vocabulary, prompt + reply against the positions, the static decoder's model type) run right after
+    loading them; the run folder is made last.
+
+    Under a launcher every process loads the same model with ``seed`` (the same weights, the same
+    warm-up); only the main process makes the run folder, whose name it decides for all.
+    """
+    config.validate()
+    impl = load_impl(config.impl)
+    impl.check_implemented(config.algorithm)
+    if config.level == "token":
+        impl.check_implemented("token_level")
+    accelerator, device = start_accelerator(config)
+    processes = accelerator.num_processes
+    check_process_count(config, processes)
+    main = accelerator.is_main_process
+    run_dir = _from_main(accelerator, lambda: _new_run_dir(config))
     task = build_task(config)
     if config.warmup_steps and task.solutions([]) is None:
         raise ConfigError(
@@ -376,18 +501,36 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
     sampler = Sampler.from_config(policy, tokenizer, config)
-    prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)
-    try:
-        logger = RunLogger(run_dir, config)
-    except FileExistsError as err:  # a run started at the same moment took the name
-        raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
-    print(
-        f"{config.algorithm} | task={config.task} | level={config.level} | impl={impl.name} | {task.describe()} "
-        f"| device={device} | run folder {run_dir}",
-        file=sys.stderr,
-    )
-    print(f"sampling: {sampler.description}", file=sys.stderr)
-    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, sampler)
+    prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)  # the global stream
+    record = {}
+    if processes > 1:
+        record = {"processes": processes, "process_seeds": [process_seed(config.seed, r) for r in range(processes)]}
+    reduce = None if processes == 1 else (lambda t: accelerator.reduce(t, reduction="mean"))
+
+    def open_logger() -> RunLogger:
+        try:
+            return RunLogger(run_dir, config, record, reduce)
+        except FileExistsError as err:  # a run started at the same moment took the name
+            raise ConfigError(f"run folder {run_dir} already exists; pick another --run_name.") from err
+
+    logger = _from_main(accelerator, open_logger, share=False)
+    if logger is None:  # another process than the main one: it times its steps and writes nothing
+        logger = RunLogger(run_dir, config, record, reduce, writes=False)
+    if main:
+        where = f" | processes={processes}" * (processes > 1)
+        print(
+            f"{config.algorithm} | task={config.task} | level={config.level} | impl={impl.name} | {task.describe()} "
+            f"| device={device}{where} | run folder {run_dir}",
+            file=sys.stderr,
+        )
+        print(f"sampling: {sampler.description}", file=sys.stderr)
+    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, sampler, accelerator)
+
+
+def process_seed(seed: int, process_index: int) -> int:
+    """The seed process ``process_index`` of a run with several reseeds with before the loop (see
+    :data:`PROCESS_SEED_OFFSET`)."""
+    return seed + process_index * PROCESS_SEED_OFFSET
 
 
 @contextmanager
@@ -401,6 +544,8 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
     try:
         if config.warmup_steps:
             warm_up(run)
+        if run.num_processes > 1:  # each process samples its own replies from here on
+            seed_everything(process_seed(config.seed, run.process_index))
         yield run
     except KeyboardInterrupt:
         print(f"\ninterrupted (Ctrl-C) at step {run.logger.steps_done + 1}", file=sys.stderr)
