@@ -88,6 +88,24 @@ def test_docs_have_commands() -> None:
     assert any(c.startswith("pytest -m graded -k") for d, c in ALL_COMMANDS if d == "TASKS.md")
 
 
+# The flags of torchrun and accelerate launch the docs use (README's multi-process section).
+LAUNCHER_FLAGS = {
+    "--standalone",
+    "--nproc_per_node",
+    "--nnodes",
+    "--node_rank",
+    "--master_addr",
+    "--master_port",
+    "--multi_gpu",
+    "--cpu",
+    "--num_processes",
+    "--num_machines",
+    "--machine_rank",
+    "--main_process_ip",
+    "--main_process_port",
+}
+
+
 @pytest.mark.parametrize(("doc", "command"), ALL_COMMANDS, ids=[f"{d}:{c[:60]}" for d, c in ALL_COMMANDS])
 def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
     words = shlex.split(command)
@@ -101,11 +119,17 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
         return
     if words[0] == "source":  # activating a virtual environment
         return
+    if words[:2] == ["accelerate", "config"]:  # accelerate's questionnaire
+        return
+    if words[0] in ("torchrun", "accelerate"):  # a launcher's flags, then a script's command as with python
+        script = next(i for i, word in enumerate(words) if word.endswith(".py"))
+        assert {w.split("=")[0] for w in words[:script] if w.startswith("--")} <= LAUNCHER_FLAGS, command
+        words = ["python", *words[script:]]
     if words[0] == "pytest":
         flags = [w.split("=")[0] for w in words if w.startswith("-")]
         assert set(flags) <= {"-m", "-k", "--impl", "-q", "-x"}, flags
         if "-m" in words:
-            assert words[words.index("-m") + 1] == "graded"
+            assert words[words.index("-m") + 1] in ("graded", "processes")
         for word in words:
             if word.startswith("--impl"):
                 value = word.split("=", 1)[1] if "=" in word else words[words.index(word) + 1]
@@ -209,6 +233,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--memory_mb",
                     "--threshold",
                     "--run_name",
+                    *LAUNCHER_FLAGS,
                 )
             ):
                 problems.append(f"flag {span}")
