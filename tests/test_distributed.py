@@ -1,7 +1,7 @@
 """Data-parallel runs: 2 processes on the CPU (gloo), started with torchrun (not graded).
 
-Marked ``processes`` and left out of the default run: each test starts torchrun, and on 2 CPU cores
-two processes take several seconds just to import torch. Run them with
+The tests that start processes are marked ``processes`` and left out of the default run: each starts
+torchrun, and on 2 CPU cores two processes take several seconds just to import torch. Run them with
 
     pytest -m processes
 
@@ -22,7 +22,11 @@ import pytest
 import torch
 from _runs import ROOT, SMALL, _metrics
 
-pytestmark = pytest.mark.processes
+from rlhf_practice.config import GRPOConfig, PPOConfig, TokenGRPOConfig
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.modeling import load_tokenizer
+from rlhf_practice.preferences import PairBatch, PairData
+from rlhf_practice.training import check_process_count
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 # One update of 2 processes against 1 on the same global batch. Sequence-level GRPO and PPO average
@@ -41,6 +45,40 @@ def _launch(*args: str, processes: int = 2, timeout: int = 120) -> subprocess.Co
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _rows(batch: PairBatch) -> list[list[int]]:
+    """The token ids of each row of a pairs batch without padding (chosen rows, then rejected)."""
+    return [ids[mask > 0].tolist() for ids, mask in zip(batch.input_ids, batch.attention_mask)]
+
+
+def test_pair_batches_split_over_processes() -> None:
+    """DPO: each process's share of a pairs batch, in process order, is the 1-process batch."""
+    pairs = [
+        {
+            "prompt": f"p{i}",
+            "chosen": "a" * (i % 3 + 1),
+            "rejected": "b",
+            "chosen_ended": True,
+            "rejected_ended": i % 2 == 0,
+        }
+        for i in range(10)
+    ]
+    data = PairData(pairs, load_tokenizer("tiny"), 64, "test")
+    one = data.batches(4, seed=1)
+    shares = [data.batches(4, 1, process_index=r, num_processes=2) for r in range(2)]
+    for _ in range(4):  # past the end of a pass: topped up from the next
+        whole, first, second = _rows(next(one)), _rows(next(shares[0])), _rows(next(shares[1]))
+        assert first[:2] + second[:2] == whole[:4] and first[2:] + second[2:] == whole[4:]  # chosen, rejected
+
+
+def test_batches_that_do_not_split_over_processes() -> None:
+    check_process_count(GRPOConfig(train_batch_size=4), 2)
+    with pytest.raises(ConfigError, match=r"^train_batch_size=6 does not split over 4 processes"):
+        check_process_count(GRPOConfig(train_batch_size=6), 4)
+    with pytest.raises(ConfigError, match=r"^ppo_num_minibatches=4 must divide the 2 replies"):
+        check_process_count(PPOConfig(train_batch_size=4, ppo_num_minibatches=4), 2)
+    check_process_count(TokenGRPOConfig(train_batch_size=2, grpo_group_size=4, grpo_num_minibatches=4), 2)
+
+
 @pytest.fixture(scope="module")
 def updates(tmp_path_factory: pytest.TempPathFactory, working_token_impl: str) -> dict[int, dict]:
     """The worker's results (tests/_ddp_worker.py) in 1 process and in 2."""
@@ -54,6 +92,7 @@ def updates(tmp_path_factory: pytest.TempPathFactory, working_token_impl: str) -
     return results
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("case", ["grpo", "grpo_token", "ppo"])
 def test_two_processes_update_like_one(updates: dict[int, dict], case: str) -> None:
@@ -72,6 +111,7 @@ def test_two_processes_update_like_one(updates: dict[int, dict], case: str) -> N
     )
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_torchrun_grpo_writes_one_run_folder(tmp_path: Path, working_impl: str) -> None:
     done = _launch(
@@ -88,6 +128,7 @@ def test_torchrun_grpo_writes_one_run_folder(tmp_path: Path, working_impl: str) 
     assert done.stderr.count("finished after 4 steps") == 1  # the main process reports
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_batch_that_does_not_split_is_one_line(tmp_path: Path, working_impl: str) -> None:
     done = _launch(
@@ -99,6 +140,7 @@ def test_batch_that_does_not_split_is_one_line(tmp_path: Path, working_impl: str
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(240)
 def test_dpo_sort_and_token_level_under_torchrun(tmp_path: Path, working_token_impl: str) -> None:
     """Smokes: DPO on sort (warm-up, held-out accuracy, pairs built by the main process and sent,
