@@ -7,6 +7,7 @@ step (metrics, progress bar, files) is :mod:`rlhf_practice.tracking`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import secrets
@@ -191,7 +192,7 @@ class TrainingRun:
         if share * self.num_processes != n:
             raise ConfigError(
                 f"a batch of {n} prompts does not split into {self.num_processes} equal shares; "
-                f"use a train_batch_size that {self.num_processes} divides (and at most the number of prompts)."
+                f"use a train_batch_size that is a multiple of {self.num_processes} (and at most the number of prompts)."
             )
         return slice(self.process_index * share, (self.process_index + 1) * share)
 
@@ -505,7 +506,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     record = {}
     if processes > 1:
         record = {"processes": processes, "process_seeds": [process_seed(config.seed, r) for r in range(processes)]}
-    reduce = None if processes == 1 else (lambda t: accelerator.reduce(t, reduction="mean"))
+    reduce = None if processes == 1 else functools.partial(accelerator.reduce, reduction="mean")  # metric means
 
     def open_logger() -> RunLogger:
         try:
@@ -528,8 +529,8 @@ def start_run(config: TrainConfig) -> TrainingRun:
 
 
 def process_seed(seed: int, process_index: int) -> int:
-    """The seed process ``process_index`` of a run with several reseeds with before the loop (see
-    :data:`PROCESS_SEED_OFFSET`)."""
+    """The seed with which process ``process_index`` of a run of several processes reseeds right before
+    the training loop (see :data:`PROCESS_SEED_OFFSET`)."""
     return seed + process_index * PROCESS_SEED_OFFSET
 
 
