@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import os
-from contextlib import AbstractContextManager, nullcontext
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,8 +33,11 @@ from rlhf_practice.errors import ModelLoadError
 
 TINY_MODEL_DIR = ASSETS_DIR / "tiny_gpt2"
 VALUE_HEAD_FILE = "value_head.pt"
+ADAPTER_CONFIG_FILE = "adapter_config.json"  # what peft's save_pretrained writes beside adapter_model.safetensors
+ADAPTER_BASE_DIR = "base"  # a LoRA policy folder's own copy of its base model, when the base is on no disk
 
-if TYPE_CHECKING:  # transformers is imported where it is used: importing it takes seconds
+if TYPE_CHECKING:  # transformers and peft are imported where they are used: importing them takes seconds
+    from peft import PeftModel
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
@@ -45,7 +50,7 @@ def _load_error(what: str, name: str, err: Exception) -> ModelLoadError:
     folder = Path(name).expanduser()
     if name.startswith(("/", "./", "../", "~")) and not folder.exists():
         return ModelLoadError(f"model.model_name={name!r}: no such folder. Check the path, or use --preset tiny.")
-    if folder.is_dir() and not (folder / "config.json").is_file():
+    if folder.is_dir() and not (folder / "config.json").is_file() and not (folder / ADAPTER_CONFIG_FILE).is_file():
         return ModelLoadError(
             f"model.model_name={name!r} is a folder but not a saved model (no config.json); give a folder "
             "that save_pretrained wrote, such as runs/<run>/policy."
@@ -163,6 +168,11 @@ class PolicyValueModel(nn.Module):
     Precision is decided once, by :meth:`from_pretrained`, and held in ``bf16``: True (mixed
     precision asked for, on a CUDA device) runs the transformer under bfloat16 autocast; the LM head
     and the value head run in float32 either way. False (always on a CPU): everything in float32.
+
+    LoRA (:meth:`add_lora`, ``--lora_r``): peft injects its layers into ``self.lm`` in place, so
+    ``self.lm`` stays the causal LM every caller uses, now with the adapter active; the PeftModel
+    around it (:attr:`peft_model`, not a submodule: no parameter is counted twice) saves the adapter
+    and switches it off. The value head stays outside the adapter and trains fully.
     """
 
     def __init__(self, lm: PreTrainedModel, value_head: nn.Linear | None = None, value_head_init: str = "zero"):
@@ -180,6 +190,11 @@ class PolicyValueModel(nn.Module):
             nn.init.zeros_(value_head.bias)
         self.value_head = value_head.to(device=lm.device, dtype=lm.dtype)
         self.bf16 = False
+        # Where the LM's weights can be loaded from (a hub name or a folder); None when they exist only
+        # in this process (built here, or changed by a warm-up): a saved adapter then takes its base along.
+        self.base_source: str | None = None
+        self.adapter_is_new = False  # True for an adapter added here: lora_B = 0, so base = starting policy
+        self.__dict__["_peft_model"] = None  # in __dict__, not a submodule: its parameters are self.lm's
         self.eval()
 
     def train(self, mode: bool = True) -> PolicyValueModel:
@@ -202,23 +217,104 @@ class PolicyValueModel(nn.Module):
 
         hf_logging.disable_progress_bar()  # per-shard loading bars would bury the training progress bar
         path = resolve_model_name(model_name)
+        adapter = (Path(path) / ADAPTER_CONFIG_FILE).is_file()
+        base_path = _adapter_base(path) if adapter else path
         try:
-            lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            lm = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
         except (OSError, ValueError) as err:
+            if adapter:
+                first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise ModelLoadError(
+                    f"model.model_name={model_name!r} holds a LoRA adapter whose base model {base_path!r} could not "
+                    f"be loaded ({first_line}); put the base model there, or train with --lora_merge to save a full model."
+                ) from err
             raise _load_error("weights", model_name, err) from err
         value_head = None
         head_file = Path(path) / VALUE_HEAD_FILE
         if head_file.is_file():
             value_head = nn.Linear(lm.config.hidden_size, 1)
             value_head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
-        policy = cls(lm, value_head, value_head_init).to(device)
+        policy = cls(lm, value_head, value_head_init)
+        # A base saved inside an adapter folder is saved again with the next adapter (that folder may go).
+        policy.base_source = None if adapter and Path(base_path).parent == Path(path) else base_path
+        if adapter:  # trainable again, as it was saved
+            from peft import PeftModel
+
+            policy._set_peft_model(PeftModel.from_pretrained(lm, path, is_trainable=True), new=False)
+        policy = policy.to(device)
         policy.bf16 = mixed_precision and policy.device.type == "cuda"
         return policy
 
-    def save_pretrained(self, folder: str | Path) -> None:
-        """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained."""
+    @property
+    def peft_model(self) -> PeftModel | None:
+        """The PeftModel around ``self.lm`` when a LoRA adapter is attached, else None."""
+        return self.__dict__["_peft_model"]
+
+    def _set_peft_model(self, peft_model: PeftModel, new: bool) -> None:
+        assert peft_model.get_base_model() is self.lm, "peft injects in place: its base model is self.lm"
+        self.__dict__["_peft_model"] = peft_model
+        self.adapter_is_new = new
+        self.eval()  # no dropout, in the adapter too
+
+    def add_lora(self, r: int, alpha: float, dropout: float, target_modules: Sequence[str]) -> None:
+        """Attach a new LoRA adapter to ``self.lm`` with peft, the way peft users do: lora_A random,
+        lora_B zero (so the policy starts exactly as the base), every base weight frozen.
+        GPT-2's projections are Conv1D layers (weight stored as fan_in x fan_out), hence
+        ``fan_in_fan_out=True``; peft turns it off by itself for nn.Linear layers of other models."""
+        from peft import LoraConfig, get_peft_model
+
+        if self.peft_model is not None:
+            raise ModelLoadError("the policy already has a LoRA adapter; start from its base model to add a new one.")
+        config = LoraConfig(
+            r=r,
+            lora_alpha=alpha,
+            lora_dropout=dropout,
+            target_modules=list(target_modules),
+            fan_in_fan_out=True,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        # fork_rng: lora_A's random start draws from the seed's stream without advancing it, so a run with
+        # LoRA samples its first step exactly as the same run without (the policy is the same until then).
+        with (
+            warnings.catch_warnings(),
+            torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []),
+        ):
+            # peft calls a transformers method that transformers marks deprecated
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+            peft_model = get_peft_model(self.lm, config)
+        self._set_peft_model(peft_model, new=True)
+
+    @contextmanager
+    def adapter_disabled(self) -> Iterator[None]:
+        """Inside: the base model (LoRA layers return their base layer's output exactly). No-op without LoRA."""
+        if self.peft_model is None:
+            yield
+            return
+        with self.peft_model.disable_adapter():
+            yield
+
+    def save_pretrained(self, folder: str | Path, merge: bool = False) -> None:
+        """Write the LM with ``save_pretrained`` and the value head beside it; reload with from_pretrained.
+
+        With a LoRA adapter: the adapter as peft saves it (adapter_config.json, adapter_model.safetensors),
+        whose base_model_name_or_path names the base; a base that is on no disk (built in this process,
+        or changed by a warm-up) is saved in ``folder``/base and named "base". ``merge``: the adapter
+        merged into the base weights instead, a full model like any other (the policy itself is unchanged).
+        """
         folder = Path(folder)
-        self.lm.save_pretrained(folder)
+        peft_model = self.peft_model
+        if peft_model is None:
+            self.lm.save_pretrained(folder)
+        elif merge:
+            copy.deepcopy(peft_model).merge_and_unload().save_pretrained(folder)
+        else:
+            base = self.base_source
+            if base is None:
+                copy.deepcopy(peft_model).unload().save_pretrained(folder / ADAPTER_BASE_DIR)
+                base = ADAPTER_BASE_DIR
+            peft_model.peft_config[peft_model.active_adapter].base_model_name_or_path = base
+            peft_model.save_pretrained(folder, save_embedding_layers=False)  # the vocabulary is never resized here
         torch.save(self.value_head.state_dict(), folder / VALUE_HEAD_FILE)
 
     def frozen_copy(self) -> PolicyValueModel:
@@ -227,9 +323,14 @@ class PolicyValueModel(nn.Module):
         ref.requires_grad_(False)
         return ref
 
-    def reference_model(self) -> PolicyValueModel:
+    def reference_model(self) -> PolicyValueModel | AdapterOff:
         """pi_ref, the policy as it is now, never updated: what the KL penalty of the token-level scripts
-        and DPO's loss compare with. Call it before training: a frozen copy of the weights."""
+        and DPO's loss compare with. Call it before training. Without LoRA: a frozen copy of the weights.
+        With a new LoRA adapter (lora_B = 0, so the policy is still its base): this same model with the
+        adapter switched off (:class:`AdapterOff`), no second copy of the weights. With an adapter
+        loaded from a folder (the policy is base + adapter): a frozen copy, as without LoRA."""
+        if self.peft_model is not None and self.adapter_is_new:
+            return AdapterOff(self)
         return self.frozen_copy()
 
     def trainable_parameters(self) -> list[nn.Parameter]:
@@ -313,3 +414,67 @@ class PolicyValueModel(nn.Module):
         """The value head on states (..., H) -> (...), float32."""
         with torch.autocast(self.device.type, enabled=False):
             return self.value_head(states.to(self.value_head.weight.dtype)).squeeze(-1).float()
+
+
+def _adapter_base(folder: str) -> str:
+    """The base model of the LoRA adapter saved in ``folder``: its base_model_name_or_path, read
+    relative to ``folder`` when the folder holds it (:data:`ADAPTER_BASE_DIR`)."""
+    from peft import PeftConfig
+
+    base = PeftConfig.from_pretrained(folder).base_model_name_or_path or ""
+    beside = Path(folder) / base
+    return str(beside) if base and beside.is_dir() else resolve_model_name(base)
+
+
+class AdapterOffLM(nn.Module):
+    """``policy.lm`` with its LoRA adapter switched off for each call: the base model's outputs.
+
+    It holds no parameters of its own (the policy is kept outside its submodules), so what a caller
+    does to it -- ``eval()``, ``requires_grad_(False)``, calls under ``torch.no_grad()`` or
+    ``torch.inference_mode()`` -- cannot freeze or change the policy's adapter. Every base weight is
+    frozen by peft, so its outputs carry no gradient."""
+
+    def __init__(self, policy: PolicyValueModel):
+        super().__init__()
+        self.__dict__["_policy"] = policy
+
+    def forward(self, *args: object, **kwargs: object) -> object:
+        with self._policy.adapter_disabled():
+            return self._policy.lm(*args, **kwargs)
+
+    @property
+    def config(self) -> object:
+        return self._policy.lm.config
+
+    @property
+    def device(self) -> torch.device:
+        return self._policy.device
+
+
+class AdapterOff:
+    """pi_ref of a policy with a new LoRA adapter: the same model with the adapter switched off, which
+    gives the base model's log-probs exactly (LoRA layers then return their base layer's output) and
+    stays the starting policy however the adapter trains. What the scripts use of a reference:
+    :meth:`evaluate_tokens`, :meth:`evaluate_sequences` (no gradient), :meth:`autocast` and ``lm``
+    (for DPO's ``reference_logps``). Its value head is the policy's; no script reads a reference's values."""
+
+    def __init__(self, policy: PolicyValueModel):
+        self.policy = policy
+        self.lm = AdapterOffLM(policy)
+
+    @property
+    def device(self) -> torch.device:
+        return self.policy.device
+
+    def autocast(self) -> AbstractContextManager:
+        return self.policy.autocast()
+
+    @torch.no_grad()
+    def evaluate_sequences(self, generation: Generation) -> SequenceOutputs:
+        with self.policy.adapter_disabled():
+            return self.policy.evaluate_sequences(generation)
+
+    @torch.no_grad()
+    def evaluate_tokens(self, generation: Generation) -> TokenOutputs:
+        with self.policy.adapter_disabled():
+            return self.policy.evaluate_tokens(generation)

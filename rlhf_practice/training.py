@@ -291,7 +291,7 @@ class TrainingRun:
         """Write the policy and tokenizer to ``folder``/policy atomically: a partial save never has that name."""
         partial = Path(tempfile.mkdtemp(prefix=".policy-partial-", dir=folder))
         try:
-            self.policy.save_pretrained(partial)
+            self.policy.save_pretrained(partial, merge=self.config.lora_merge)
             self.tokenizer.save_pretrained(partial)
             os.replace(partial, folder / "policy")
         finally:
@@ -391,6 +391,89 @@ def warm_up(run: TrainingRun) -> None:
             run.logger.log_warmup(
                 step, {"warmup/loss": loss.item(), "warmup/accuracy": right.all(dim=1).float().mean().item()}
             )
+
+
+def check_lora(config: TrainConfig, policy: PolicyValueModel) -> None:
+    """ConfigError for LoRA settings that do not fit the loaded model: target modules it does not have,
+    or an r other than that of the adapter the model folder already holds."""
+    peft_model = policy.peft_model
+    if peft_model is not None:
+        saved_r = peft_model.peft_config[peft_model.active_adapter].r
+        if config.lora_r not in (0, saved_r):
+            raise ConfigError(
+                f"lora_r={config.lora_r}: model.model_name={config.model.model_name!r} holds a LoRA adapter of "
+                f"r={saved_r}, which trains on; drop --lora_r (or give {saved_r})."
+            )
+        return
+    if config.lora_r == 0:
+        return
+    names = {name.rsplit(".", 1)[-1] for name, _ in policy.lm.named_modules()}
+    missing = [m for m in config.lora_target_modules if m not in names]
+    if missing:
+        raise ConfigError(
+            f"lora_target_modules={config.lora_target_modules!r}: the model has no module named {missing[0]!r}; "
+            "GPT-2's are c_attn, c_proj and c_fc."
+        )
+
+
+def attach_lora(run: TrainingRun) -> None:
+    """With ``lora_r`` > 0 (and no adapter loaded from the model folder): attach a new LoRA adapter to
+    the policy (:meth:`PolicyValueModel.add_lora`), which freezes every weight of the LM."""
+    config, policy = run.config, run.policy
+    if config.lora_r == 0 or policy.peft_model is not None:
+        return
+    if config.warmup_steps:
+        policy.base_source = None  # the warmed-up weights are on no disk: a saved adapter takes them along
+    policy.add_lora(config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
+
+
+def memory_now_mb(device: torch.device) -> float:
+    """Memory in use now: what torch has allocated on a CUDA device; the resident memory (RSS) of the
+    process on a CPU (its peak where /proc is missing)."""
+    if device.type == "cuda":
+        return round(torch.cuda.memory_allocated(device) / 2**20, 1)
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)  # kB
+    return peak_memory_mb(device)
+
+
+def log_parameters(run: TrainingRun) -> None:
+    """One line on stderr and four entries of summary.json: the parameters that train (what the
+    optimizer gets) against all of them, and the memory in use before the first step."""
+    policy = run.policy
+    if run.config.algorithm != "ppo":
+        policy.value_head.requires_grad_(False)  # GRPO and DPO use no value head (their scripts say so too)
+    trainable = sum(p.numel() for p in policy.trainable_parameters())
+    total = sum(p.numel() for p in policy.parameters())
+    memory = memory_now_mb(run.device)
+    peft_model = policy.peft_model
+    if peft_model is None:
+        what = "full fine-tuning"
+    else:
+        lora = peft_model.peft_config[peft_model.active_adapter]
+        what = f"LoRA r={lora.r} alpha={lora.lora_alpha:g} on {', '.join(sorted(lora.target_modules))}"
+        run.logger.notes["lora"] = {
+            "r": lora.r,
+            "alpha": lora.lora_alpha,
+            "dropout": lora.lora_dropout,
+            "target_modules": sorted(lora.target_modules),
+            "reference": "adapter disabled" if policy.adapter_is_new else "frozen copy",
+        }
+    run.logger.notes.update(
+        trainable_parameters=trainable,
+        all_parameters=total,
+        trainable_percent=round(100 * trainable / total, 3),
+        memory_at_start_mb=memory,
+    )
+    if run.process_index > 0:  # under a launcher: the main process says it for all
+        return
+    print(
+        f"parameters: {trainable:,} of {total:,} train ({100 * trainable / total:.2f} %, {what}) "
+        f"| memory {memory:,.0f} MB ({'CUDA allocated' if run.device.type == 'cuda' else 'RSS'})",
+        file=sys.stderr,
+    )
 
 
 def start_accelerator(config: TrainConfig) -> tuple[Accelerator, torch.device]:
@@ -496,6 +579,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     if config.top_k > len(tokenizer):
         raise ConfigError(f"top_k={config.top_k} exceeds the vocabulary ({len(tokenizer)} tokens); use 0 for no limit.")
     policy = task.load_policy(device)
+    check_lora(config, policy)
     if task.max_prompt_length + config.max_new_tokens > policy.max_length:
         raise ConfigError(
             f"max_new_tokens={config.max_new_tokens} plus {task.prompt_length_setting}={task.max_prompt_length} "
@@ -545,6 +629,8 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
     try:
         if config.warmup_steps:
             warm_up(run)
+        attach_lora(run)  # after the warm-up: with --lora_r the warmed-up model is the frozen base
+        log_parameters(run)
         if run.num_processes > 1:  # each process samples its own replies from here on
             seed_everything(process_seed(config.seed, run.process_index))
         yield run

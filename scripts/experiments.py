@@ -21,6 +21,7 @@
     python scripts/experiments.py dpo_vs_rl          # task 12: DPO beside PPO and GRPO (both levels): reward, KL, time
     python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
+    python scripts/experiments.py lora               # README's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
     python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
@@ -94,7 +95,8 @@ PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --rewar
 # "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median of the
 # first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|), "wall"
 # (the run's wall time; train_dpo.py's pair building not included), "pairs" (train_dpo.py's seconds
-# building preference pairs) or "kl_end" (kl_to_start, measured after the run)
+# building preference pairs), "trainable" (summary.json's trainable_percent: the share of the parameters
+# the optimizer gets) or "kl_end" (kl_to_start, measured after the run)
 COLUMNS = {
     "first reward": ("reward/mean", "first"),
     "reward gain": ("reward/mean", "gain"),
@@ -140,6 +142,7 @@ COLUMNS = {
     "KL to the start, end": ("", "kl_end"),
     "pair building s": ("", "pairs"),
     "wall s": ("", "wall"),
+    "trainable %": ("", "trainable"),
 }
 EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
 SPEED = ["reward gain", "final reward", "steps to 0.8"]
@@ -331,6 +334,14 @@ EXPERIMENTS = {
         [dpo(label="DPO --rounds 1 (offline pairs)"), dpo("--rounds", "2")],
         ["first reward", "final reward", "final kl/ref", *DPO_PAIRS, "pair building s", "wall s"],
     ),
+    "lora": (
+        [
+            grpo(label="GRPO (full fine-tuning, learning_rate 2e-4)"),
+            grpo("--lora_r", "8", label="GRPO --lora_r 8 (learning_rate 2e-3)"),
+            grpo("--lora_r", "8", "--learning_rate", "2e-4"),
+        ],
+        ["first reward", *SPEED, "trainable %", "wall s"],
+    ),
 }
 
 
@@ -399,6 +410,8 @@ def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
             out[column] = run.wall_seconds()
         elif how == "pairs":
             out[column] = run.summary.get("pairs_s")
+        elif how == "trainable":
+            out[column] = run.summary.get("trainable_percent")
         elif how == "kl_end":
             out[column] = None  # run_once measures it when the experiment shows it
         elif how in ("samples_first", "samples_final"):
