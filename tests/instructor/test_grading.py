@@ -207,6 +207,8 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
         assert note.endswith("; a submission holds regular files only") and "\n" not in note
 
 
+@pytest.mark.slow  # ~20 s of grader children: .ci/run runs it with the slow grading line, apart from the 2-minute suite
+@pytest.mark.timeout(300)
 def test_grading_key_stubs_half_done_and_quick_cheats(tmp_path: Path, capsys) -> None:
     before = _digest()
     rows = _grade(tmp_path, QUICK_CHEATS, capsys=capsys)
