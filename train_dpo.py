@@ -40,7 +40,6 @@ def main() -> None:
     with training_run(config) as run:
         dpo = run.impl.dpo
         policy = run.policy  # always in eval mode: no dropout, so log-probs are deterministic (TRL: disable_dropout)
-        policy.value_head.requires_grad_(False)  # DPO needs no value head
         start = policy.reference_model()  # the starting policy: kl/ref is measured against it
         reference = start  # pi_ref of the loss, never updated (--rounds 2 replaces it halfway)
 
@@ -52,7 +51,7 @@ def main() -> None:
         run.logger.notes["pairs_file"] = str(source)
         # Batches of train_batch_size pairs (with N processes, each takes its share of every batch).
         batches = data.batches(config.train_batch_size, config.seed, run.process_index, run.num_processes)
-        optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
+        optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)  # no value head: frozen
         # The LM your reply_logps runs with gradient: under torchrun / accelerate launch wrapped in DDP
         # (gradients averaged over the processes); in one process policy.lm itself.
         lm, optimizer = run.prepare(policy.lm, optimizer)

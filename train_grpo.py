@@ -28,8 +28,8 @@ def main() -> None:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
-        policy.value_head.requires_grad_(False)  # no critic in GRPO: the group's mean is the baseline
         reference = policy.reference_model() if config.level == "token" else None  # pi_ref, never updated
+        # No critic in GRPO (the group's mean is the baseline): training_run froze the value head.
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
         # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
         # processes); in one process the policy itself.

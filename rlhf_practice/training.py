@@ -443,8 +443,6 @@ def log_parameters(run: TrainingRun) -> None:
     """One line on stderr and four entries of summary.json: the parameters that train (what the
     optimizer gets) against all of them, and the memory in use before the first step."""
     policy = run.policy
-    if run.config.algorithm != "ppo":
-        policy.value_head.requires_grad_(False)  # GRPO and DPO use no value head (their scripts say so too)
     trainable = sum(p.numel() for p in policy.trainable_parameters())
     total = sum(p.numel() for p in policy.parameters())
     memory = memory_now_mb(run.device)
@@ -630,6 +628,8 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
         if config.warmup_steps:
             warm_up(run)
         attach_lora(run)  # after the warm-up: with --lora_r the warmed-up model is the frozen base
+        if config.algorithm != "ppo":  # GRPO and DPO use no value head: it neither trains nor counts as trained
+            run.policy.value_head.requires_grad_(False)
         log_parameters(run)
         if run.num_processes > 1:  # each process samples its own replies from here on
             seed_everything(process_seed(config.seed, run.process_index))
