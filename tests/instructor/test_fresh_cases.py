@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from instructor.cases import build_cases
-from instructor.grading import FUNCTIONS, _nonzero
+from instructor.grading import FUNCTIONS, Grade, _fitted_notes, _nonzero
 from instructor.mistakes import CATALOG
 from instructor.mutations import Verdict
 from rlhf_practice.checks import check_case, load_cases, run_case
@@ -108,3 +108,18 @@ def test_the_catalog_on_hidden_cases_alone(seed: int) -> None:
         if not verdict.ok:
             bad.append(f"{variant.verdict} {variant.function}: {variant.name}: {verdict.shown[:200]}")
     assert not bad, bad
+
+
+def test_answers_fitted_to_the_published_cases_are_flagged() -> None:
+    """The note names the function, both counts and the file to read; an honest mistake is not flagged."""
+    grade = Grade(submission="s")
+    grade.published_total.update(ppo_clip_loss=29, compute_advantages=22, masked_mean=12)
+    grade.total.update(ppo_clip_loss=29, compute_advantages=22, masked_mean=12)
+    grade.published_passed.update(ppo_clip_loss=26, compute_advantages=20, masked_mean=12)
+    grade.passed.update(ppo_clip_loss=3, compute_advantages=18, masked_mean=5)
+    assert _fitted_notes(grade) == [
+        "ppo_clip_loss passes 26/29 published cases but only 3/29 fresh ones: answers fitted to the published "
+        "cases (a lookup table?); read ppo.py",
+        "masked_mean passes 12/12 published cases but only 5/12 fresh ones: answers fitted to the published "
+        "cases (a lookup table?); read token_level.py",
+    ]
