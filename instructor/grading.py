@@ -13,8 +13,14 @@ instructor wing or the git history of this repository, and cannot write to it. T
 hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
 process, which never imports student code, reads that file as plain tensors and numbers and compares.
 
-A function's points are its share of passed cases times its points in the course table (cases whose
-right answer is all zeros, or an error, count only when the function gets a non-zero answer right too).
+A function's points are its share of passed *hidden* cases times its points in the course table: inputs
+drawn fresh for this grading run from ``--seed`` (a fresh one by default; the CSV records it, so that a
+grade can be reproduced), random ones and a variant of every fixed case of the task book (same
+structure, other values), none of which the student release holds. The recorded cases that the release
+ships are run too, as a self-check: the table shows their passes beside the hidden ones, they earn no
+points, and a function that passes (nearly) all of them but clearly fewer fresh ones is flagged in the
+notes (answers fitted to the published cases). In both sets, cases whose right answer is all zeros, or
+an error, count only when the function gets a non-zero answer right too.
 A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
 else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
 grpo.py, token_level.py, lecture.py or dpo.py is there but is not a regular file (a symbolic link, say
@@ -37,6 +43,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,14 +93,26 @@ class Limits:
     output_mb: int = 64
 
 
+HIDDEN_PREFIX = "hidden_"  # the ids of instructor.cases.build_cases(seed=...): fresh inputs, the grade
+# A function that passes this share of the published cases or more, but less than half that share of the
+# hidden ones, is flagged: an honest mistake fails the fresh variants about as often as the published
+# cases they vary. (A lookup table of the published values passes all but their gradient cases: 26/29 of
+# ppo_clip_loss's.)
+FITTED_PUBLISHED = 0.75
+
+
 @dataclass
 class Grade:
-    """One submission's results: passed / total cases per function, and notes for the instructor."""
+    """One submission's results per function: passed / total hidden cases (the grade) and published cases
+    (a self-check, no points); notes for the instructor; the seed of the hidden inputs."""
 
     submission: str
     passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     notes: list[str] = field(default_factory=list)
+    published_passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
+    published_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
+    seed: int | None = None
 
     def points(self, function: str) -> float:
         return (
@@ -265,11 +284,42 @@ def _nonzero(expected: object) -> bool:
     return any(bool(e.abs().sum() > 0) for e in (expected if type(expected) is list else [expected]))
 
 
-def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) -> Grade:
-    """Run one submission on ``cases`` in a child process and score it."""
-    result = Grade(submission=str(submission))
+def _hidden(case: dict) -> bool:
+    return case["id"].startswith(HIDDEN_PREFIX)
+
+
+def _count_passes(cases: list[dict], outcomes: dict) -> dict[str, int]:
+    """Passed cases per function. A case whose right answer is all zeros (or an error) counts only for a
+    function that also gets a non-zero answer right: returning zeros, or raising, is not an implementation."""
+    passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
+    nonzero = {c["function"] for c in passed if _nonzero(c["expected"])}
+    counts = dict.fromkeys(FUNCTIONS, 0)
+    for case in passed:
+        counts[case["function"]] += case["function"] in nonzero
+    return counts
+
+
+def _fitted_notes(result: Grade) -> list[str]:
+    """A note for each function that passes (nearly) all published cases but clearly fewer fresh ones."""
+    notes = []
+    for f in FUNCTIONS:
+        published, hidden = (result.published_passed[f], result.published_total[f]), (result.passed[f], result.total[f])
+        if not published[1] or not hidden[1] or published[0] < FITTED_PUBLISHED * published[1]:
+            continue
+        if hidden[0] / hidden[1] < published[0] / published[1] / 2:
+            notes.append(
+                f"{f} passes {published[0]}/{published[1]} published cases but only {hidden[0]}/{hidden[1]} fresh "
+                f"ones: answers fitted to the published cases (a lookup table?); read {module_of(f)}.py"
+            )
+    return notes
+
+
+def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool, seed: int | None = None) -> Grade:
+    """Run one submission on ``cases`` (published and hidden) in a child process and score it: points from
+    the hidden cases only."""
+    result = Grade(submission=str(submission), seed=seed)
     for case in cases:
-        result.total[case["function"]] += 1
+        (result.total if _hidden(case) else result.published_total)[case["function"]] += 1
     files, refused = _read_submission(submission)
     if refused:
         result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
@@ -287,13 +337,16 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
                 result.notes.append(f"{function}: crashed, hung or exceeded a limit")
             else:
                 outcomes.update(rerun)
-    # A case whose right answer is all zeros (or an error) counts only for a function that also gets a
-    # non-zero answer right: returning zeros, or raising, is not an implementation.
-    passed = [c for c in cases if _valid(outcomes.get(_key(c))) and check_case(c, outcomes[_key(c)]) is None]
-    nonzero = {c["function"] for c in passed if _nonzero(c["expected"])}
-    for case in passed:
-        result.passed[case["function"]] += case["function"] in nonzero
+    result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
+    result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
+    result.notes += _fitted_notes(result)
     return result
+
+
+def _counts(g: Grade, function: str) -> str:
+    """A function's hidden passes (the grade) and published ones (self-check), as the table shows them."""
+    hidden = f"{g.passed[function]}/{g.total[function]}"
+    return f"hidden {hidden}; published {g.published_passed[function]}/{g.published_total[function]}"
 
 
 def markdown_table(grades: list[Grade]) -> str:
@@ -301,22 +354,30 @@ def markdown_table(grades: list[Grade]) -> str:
     header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), "total", "notes"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(FUNCTIONS) + 1), "---"]) + "|"]
     for g in grades:
-        cells = [f"{g.points(f):g} ({g.passed[f]}/{g.total[f]})" for f in FUNCTIONS]
+        cells = [f"{g.points(f):g} ({_counts(g, f)})" for f in FUNCTIONS]
         lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
     points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
-    note = f"Points: {points} (total {sum(g.points for g in GRADED):g}); (passed/total) counts graded cases."
+    seeds = ", ".join(sorted({str(g.seed) for g in grades}))
+    note = (
+        f"Points: {points} (total {sum(g.points for g in GRADED):g}), from the hidden cases only: fresh inputs "
+        f"(seed {seeds}); published: the recorded cases the students have, a self-check that earns no points."
+    )
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
 def write_csv(path: Path, grades: list[Grade]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *FUNCTIONS, "total", *(f"{f}_cases_passed" for f in FUNCTIONS), "notes"])
+        counts = [f"{f}/{kind}" for f in FUNCTIONS for kind in ("hidden", "published")]
+        writer.writerow(["submission", *FUNCTIONS, "total", *counts, "seed", "notes"])
         for g in grades:
             points = [g.points(f) for f in FUNCTIONS]
-            writer.writerow(
-                [g.submission, *points, g.total_points(), *(g.passed[f] for f in FUNCTIONS), "; ".join(g.notes)]
-            )
+            passes = [
+                f"{passed[f]}/{total[f]}"
+                for f in FUNCTIONS
+                for passed, total in ((g.passed, g.total), (g.published_passed, g.published_total))
+            ]
+            writer.writerow([g.submission, *points, g.total_points(), *passes, g.seed, "; ".join(g.notes)])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -343,19 +404,22 @@ def main(argv: list[str] | None = None) -> None:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     from instructor.cases import build_cases  # the live key: loaded only once the arguments are right
 
-    hidden = build_cases(seed=seed)  # fresh random inputs
-    cases = load_cases() + hidden
+    started = time.perf_counter()
+    hidden = build_cases(seed=seed)  # fresh inputs: random ones and a variant of every fixed case
+    built = time.perf_counter() - started
+    published = load_cases()  # what the release ships: a self-check, no points
+    cases = published + hidden
     isolate = isolation_available()
     limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb)
     print(
-        f"{len(cases)} cases ({len(hidden)} hidden, seed {seed}); "
-        f"key hidden from submissions: {'yes' if isolate else 'no (unshare is not available here)'}",
+        f"{len(hidden)} hidden cases (the grade; seed {seed}, built in {built:.1f} s), {len(published)} published "
+        f"(self-check); key hidden from submissions: {'yes' if isolate else 'no (unshare is not available here)'}",
         file=sys.stderr,
     )
     grades = []
     for i, folder in enumerate(args.submissions, 1):
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        grades.append(grade(folder, cases, limits, isolate))
+        grades.append(grade(folder, cases, limits, isolate, seed))
     print(markdown_table(grades))
     write_csv(args.csv, grades)
     print(f"table written to {args.csv}", file=sys.stderr)

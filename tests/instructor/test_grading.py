@@ -6,17 +6,21 @@ hangs, memory and output bombs) are marked ``slow`` and run in CI with ``pytest 
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
+import io
 import os
 import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from instructor.grading import FUNCTIONS, _what_it_is, main
 from instructor.release import student_files
+from rlhf_practice.checks import load_cases
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
@@ -96,6 +100,43 @@ QUICK_CHEATS = {
         from rlhf_practice.rl.grpo import compute_group_advantages as compute_advantages, grpo_loss as ppo_clip_loss
     """,
 }
+
+
+def _lookup_table() -> str:
+    """A ppo.py that answers from a table of the published cases (the fixtures the release ships), embedded
+    in the file itself, and returns zeros on any other input: it must score 0 and be flagged."""
+    table = [
+        (c["function"], [v for _, v in c["args"]], c["kwargs"], c["expected"])
+        for c in load_cases()
+        if c["function"] in ("compute_advantages", "ppo_clip_loss")
+    ]
+    buffer = io.BytesIO()
+    torch.save(table, buffer)
+    data = base64.b64encode(buffer.getvalue()).decode()
+    return f"""
+        import base64, io, torch
+        _TABLE = torch.load(io.BytesIO(base64.b64decode("{data}")), weights_only=True)
+        def _same(a, b):
+            if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+                return False
+            if isinstance(a, torch.Tensor):
+                return a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a.detach(), b)
+            return a == b
+        def _lookup(name, args, kwargs, zero):
+            for function, inputs, options, expected in _TABLE:
+                if function == name and len(inputs) == len(args) and all(map(_same, args, inputs)) and options == kwargs:
+                    return expected
+            return zero
+        def compute_advantages(rewards, values, **kwargs):
+            return _lookup("compute_advantages", [rewards, values], kwargs, torch.zeros_like(rewards))
+        def ppo_clip_loss(new_logprobs, old_logprobs, advantages, clip_range):
+            args = [new_logprobs, old_logprobs, advantages, clip_range]
+            return _lookup("ppo_clip_loss", args, {{}}, torch.zeros((), dtype=new_logprobs.dtype))
+    """
+
+
+# Answers fitted to the published cases: 0 points, and the notes say so.
+FITTED_CHEATS = {"lookup_table": _lookup_table()}
 SLOW_CHEATS = {
     "sys_exit_at_import": "import sys\nsys.exit(0)",
     "os_exit_in_call": """
@@ -196,7 +237,14 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
     points = {g.function: g.points for g in GRADED}
     assert float(rows["key"]["total"]) == sum(points.values()) == 215
     assert all(float(rows["key"][f]) == points[f] for f in FUNCTIONS)
+    for f in FUNCTIONS:  # every hidden case and every published one passes; the seed is the one asked for
+        for kind in ("hidden", "published"):
+            passed, total = rows["key"][f"{f}/{kind}"].split("/")
+            assert passed == total != "0", (f, kind, rows["key"][f"{f}/{kind}"])
+    assert {row["seed"] for row in rows.values()} == {"3"}
     assert float(rows["stubs"]["total"]) == 0
+    assert all(rows["stubs"][f"{f}/{kind}"].startswith("0/") for f in FUNCTIONS for kind in ("hidden", "published"))
+    assert "published cases but only" not in rows["key"]["notes"] + rows["half_done"]["notes"]
     assert float(rows["half_done"]["total"]) == 50  # ppo.py done, grpo.py a stub, no token_level/lecture/dpo.py
     assert all(f"{m}.py missing" in rows["half_done"]["notes"] for m in ("token_level", "lecture", "dpo"))
     scores = {name: float(rows[name]["total"]) for name in cheats}
@@ -211,8 +259,15 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
 @pytest.mark.timeout(300)
 def test_grading_key_stubs_half_done_and_quick_cheats(tmp_path: Path, capsys) -> None:
     before = _digest()
-    rows = _grade(tmp_path, QUICK_CHEATS, capsys=capsys)
-    _assert_scores(rows, QUICK_CHEATS)
+    rows = _grade(tmp_path, QUICK_CHEATS | FITTED_CHEATS, capsys=capsys)
+    _assert_scores(rows, QUICK_CHEATS | FITTED_CHEATS)
+    for f in ("compute_advantages", "ppo_clip_loss"):
+        passed, total = rows["lookup_table"][f"{f}/published"].split("/")
+        assert int(passed) >= 0.75 * int(total) and rows["lookup_table"][f"{f}/hidden"].startswith("0/")
+        flag = f"{f} passes {passed}/{total} published cases but only 0/"
+        assert (
+            flag in rows["lookup_table"]["notes"] and "a lookup table?); read ppo.py" in rows["lookup_table"]["notes"]
+        )
     if shutil.which("unshare"):
         assert _digest() == before, "a submission changed the repository"
 
