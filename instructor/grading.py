@@ -6,9 +6,12 @@
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
 tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12): a copy of their ``rlhf_practice/rl/``.
 For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
-files and nothing else (no answer key, no tests), under limits on time, memory and output. Where the
-system allows it (``unshare``), the child also cannot see the answer key, the tests, the scripts, the
-instructor wing or the git history of this repository, and cannot write to it. The child only
+files and nothing else (no answer key, no tests), under limits on time, memory and output, in a sandbox
+(:mod:`instructor.sandbox`): it sees the interpreter, the installed packages and its own work folder,
+nothing else of this machine (no repository, no home folder, no other submission), writes only its
+work folder, and every process it starts dies with it. The grader's first line says whether the
+sandbox is on, and so does the CSV's ``sandbox`` column; where it cannot be built the grader stops,
+unless ``--no_sandbox`` says to go on without it. The child only
 *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
 hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
 process, which never imports student code, reads that file as plain tensors and numbers and compares.
