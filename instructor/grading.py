@@ -39,7 +39,6 @@ import ast
 import csv
 import os
 import random
-import resource
 import shutil
 import signal
 import stat
@@ -47,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,25 +207,20 @@ def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> 
     inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
     torch.save(_child_inputs(cases), inputs)
 
-    def limit() -> None:  # in the child, before it starts
-        memory = limits.memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        cpu = int(limits.seconds) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        output = limits.output_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
+    # The limits, set by util-linux's prlimit just before it execs the child (inherited by all it starts):
+    # no Python code runs between fork and exec, so that several children can start from threads.
+    cpu = int(limits.seconds) + 1
+    prlimit = ["prlimit", f"--as={limits.memory_mb * 2**20}", f"--cpu={cpu}"]
+    prlimit += [f"--fsize={limits.output_mb * 2**20}", "--core=0", "--"]
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
-            _command(tree, inputs, results, isolate),
+            [*prlimit, *_command(tree, inputs, results, isolate)],
             cwd=work,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
-            preexec_fn=limit,
             start_new_session=True,
         )
         try:
@@ -402,6 +397,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
     parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="submissions graded at once, each child on one thread (default: the CPU cores this process may use)",
+    )
+    parser.add_argument(
         "--no_sandbox",
         action="store_true",
         help="run the children without the sandbox (where it cannot be built): they can then read this machine, "
@@ -428,10 +429,14 @@ def main(argv: list[str] | None = None) -> None:
         "(self-check)",
         file=sys.stderr,
     )
-    grades = []
-    for i, folder in enumerate(args.submissions, 1):
+
+    def one(numbered: tuple[int, Path]) -> Grade:
+        i, folder = numbered
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        grades.append(grade(folder, cases, limits, isolate, seed))
+        return grade(folder, cases, limits, isolate, seed)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each child is its own process on one thread
+        grades = list(pool.map(one, enumerate(args.submissions, 1)))
     print(markdown_table(grades))
     write_csv(args.csv, grades, sandbox="yes" if isolate else "no")
     print(f"table written to {args.csv}", file=sys.stderr)
