@@ -5,8 +5,8 @@ Each :class:`Property` names its graded function, says the law in words, draws i
 named values) and checks the law on them: ``check(fn, example)`` returns None when the law holds, or
 what ``fn`` did instead. :func:`failure` runs one property against one implementation of its function
 and returns the one-line message a student reads (the law, the smallest counterexample Hypothesis
-found, the TASKS.md section), or None. The student suite (tests/test_properties.py) and the
-instructor's catalog count (``python -m instructor properties``) both run exactly this code.
+found, the TASKS.md section), or None. tests/test_properties.py runs every property on the
+implementation under test (``--impl``).
 
 Functions without a gradient check, and why: :data:`NO_GRADIENT`. reply_logps is checked in float32,
 as it returns, along one random direction of the model's parameters; the others with torch's gradcheck.
