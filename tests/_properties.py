@@ -163,6 +163,11 @@ def failure(prop: Property, fn: Callable) -> str | None:
         return f"{prop.function} is not implemented yet (it raises NotImplementedError). See TASKS.md {section}."
     except _Broken as err:
         return f"{prop.function} ({section}): {prop.words}; smallest counterexample: {err}. Reread TASKS.md {section}."
+    except Exception as err:  # noqa: BLE001 - e.g. Hypothesis's FlakyFailure: a result that changes from call to call
+        return (
+            f"{prop.function} ({section}): {prop.words}; it broke this law on an input and then kept it on the same "
+            f"input ({type(err).__name__}): does it use randomness or state kept between calls? Reread TASKS.md {section}."
+        )
     return None
 
 
