@@ -1,4 +1,4 @@
-"""Instructor commands: python -m instructor {stubs, fixtures, mutations, release OUT}; the grader is
+"""Instructor commands: python -m instructor {stubs, fixtures, mutations, properties, release OUT}; the grader is
 python -m instructor.grading. See :mod:`instructor` for what each one does.
 """
 
@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> None:
         help=f"record {CASES_FILE.relative_to(ROOT)} from the answer key (kept if it already agrees)",
     )
     commands.add_parser("mutations", help="check that the graded cases fail every catalogued mistake")
+    commands.add_parser(
+        "properties", help="count the catalogued mistakes that the property tests catch; no right variant may fail"
+    )
     release = commands.add_parser("release", help="write the student release to OUT")
     release.add_argument("out", type=Path, help="a new (or empty) folder")
     args = parser.parse_args(argv)
@@ -50,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         from instructor.mutations import main as mutations
 
         mutations()
+    elif args.command == "properties":
+        from instructor.properties import main as properties
+
+        properties()
     else:
         from instructor.release import build_release
 

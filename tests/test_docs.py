@@ -21,6 +21,7 @@ from functools import cache
 import pytest
 import torch
 from _checks import recorded_cases
+from _properties import PROPERTIES
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case
@@ -365,9 +366,11 @@ def _k_true(expression: str, matches) -> bool:
 def _k_selects(expression: str) -> set[str]:
     """The graded functions whose tests ``pytest -m graded -k expression`` selects (a name matches where
     it is a part of a test's name, as pytest's -k does)."""
+    tests = [(test, case["function"]) for test, case in zip(_graded_test_names(), recorded_cases())]
+    tests += [(f"test_property[{module_of(p.function)}-{p.function}-{p.name}]", p.function) for p in PROPERTIES]
     return {
-        case["function"]
-        for test, case in zip(_graded_test_names(), recorded_cases())
+        function
+        for test, function in tests
         if _k_true(expression, lambda name, test=test: name.lower() in test.lower())
     }
 
