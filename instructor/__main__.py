@@ -1,4 +1,4 @@
-"""Instructor commands: python -m instructor {stubs, fixtures, mutations, release OUT}; the grader is
+"""Instructor commands: python -m instructor {stubs, fixtures, mutations, gate-bars, release OUT}; the grader is
 python -m instructor.grading. See :mod:`instructor` for what each one does.
 """
 
@@ -26,9 +26,18 @@ def main(argv: list[str] | None = None) -> None:
         help=f"record {CASES_FILE.relative_to(ROOT)} from the answer key (kept if it already agrees)",
     )
     commands.add_parser("mutations", help="check that the graded cases fail every catalogued mistake")
+    commands.add_parser(
+        "gate-bars", help="the outcome gates on the key (5 seeds), the stubs and the catalog", add_help=False
+    )
     release = commands.add_parser("release", help="write the student release to OUT")
     release.add_argument("out", type=Path, help="a new (or empty) folder")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "gate-bars":  # its own flags: python -m instructor gate-bars --help
+        from instructor.gate import main as gate_bars
+
+        return gate_bars(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "stubs":
         from instructor.release import student_files

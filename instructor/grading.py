@@ -21,6 +21,12 @@ grpo.py, token_level.py, lecture.py or dpo.py is there but is not a regular file
 to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).
+
+Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child trains the tiny preset with the
+submission's own functions (same ``_run_child``: limits, isolation; ``--gate_timeout`` per run) and a
+second child that holds no student file judges the saved policy; a gate that reaches its bar adds its
+points. The CSV has ``gate/<algorithm>`` (``pass`` or ``fail``), ``gate/<algorithm>/reward`` and
+``gate/<algorithm>/steps`` per gate; ``--gate none`` grades the cases only, ``--gate ppo grpo`` some gates.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pathlib import Path
 
 import torch
 
+from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
 from rlhf_practice.course import GRADED, MODULES, ROOT, module_of
@@ -94,14 +101,18 @@ class Grade:
     passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     notes: list[str] = field(default_factory=list)
+    gates: dict[str, GateResult] = field(default_factory=dict)  # the outcome gates that ran (instructor.gate)
 
     def points(self, function: str) -> float:
         return (
             round(POINTS[function] * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
         )
 
+    def gate_points(self, name: str) -> float:
+        return next(g.points for g in GATES if g.name == name) if self.gates[name].passed else 0.0
+
     def total_points(self) -> float:
-        return round(sum(self.points(f) for f in FUNCTIONS), 1)
+        return round(sum(self.points(f) for f in FUNCTIONS) + sum(self.gate_points(n) for n in self.gates), 1)
 
 
 def _what_it_is(path: Path, mode: int) -> str:
@@ -186,8 +197,8 @@ def isolation_available() -> bool:
     return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
 
 
-def _command(tree: Path, inputs: Path, results: Path, isolate: bool) -> list[str]:
-    python = [sys.executable, "-I", "-c", CHILD_CODE, str(tree), str(inputs), str(results)]
+def _command(tree: Path, inputs: Path, results: Path, isolate: bool, code: str = CHILD_CODE) -> list[str]:
+    python = [sys.executable, "-I", "-c", code, str(tree), str(inputs), str(results)]
     if not isolate:
         return python
     hide = [ROOT / path for path in HIDDEN_FROM_CHILD if (ROOT / path).exists()]
@@ -197,11 +208,14 @@ def _command(tree: Path, inputs: Path, results: Path, isolate: bool) -> list[str
     return ["unshare", "-rm", "sh", "-c", script, "sh", *python]
 
 
-def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> dict | None:
-    """Run the child on ``cases``; its results by case id, or None when it produced none we can read."""
+def _run_child(tree: Path, cases: object, limits: Limits, isolate: bool, code: str = CHILD_CODE) -> dict | None:
+    """Run the child on ``cases``; its results by case id, or None when it produced none we can read.
+
+    ``code`` is what the child runs: the cases (CHILD_CODE, the default), or a gate's training or judge
+    (:mod:`instructor.gate`), whose ``cases`` is then the job it reads, saved as it is."""
     work = tree.parent
     inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
-    torch.save(_child_inputs(cases), inputs)
+    torch.save(_child_inputs(cases) if code == CHILD_CODE else cases, inputs)
 
     def limit() -> None:  # in the child, before it starts
         memory = limits.memory_mb * 2**20
@@ -215,7 +229,7 @@ def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> 
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
-            _command(tree, inputs, results, isolate),
+            _command(tree, inputs, results, isolate, code),
             cwd=work,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -265,15 +279,24 @@ def _nonzero(expected: object) -> bool:
     return any(bool(e.abs().sum() > 0) for e in (expected if type(expected) is list else [expected]))
 
 
-def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) -> Grade:
-    """Run one submission on ``cases`` in a child process and score it."""
+def grade(
+    submission: Path,
+    cases: list[dict],
+    limits: Limits,
+    isolate: bool,
+    gates: tuple = (),
+    gate_limits: Limits | None = None,
+) -> Grade:
+    """Run one submission on ``cases`` in a child process and score it; then its outcome ``gates``."""
     result = Grade(submission=str(submission))
+    result.gates = {g.name: GateResult() for g in gates}
     for case in cases:
         result.total[case["function"]] += 1
     files, refused = _read_submission(submission)
     if refused:
         result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
         return result
+    _grade_gates(result, files, gates, gate_limits or limits, isolate)
     result.notes = _file_notes(files)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
@@ -296,27 +319,69 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool) ->
     return result
 
 
+def _grade_gates(result: Grade, files: dict[str, bytes], gates: tuple, limits: Limits, isolate: bool) -> None:
+    """Train each gate with the submission's own functions (instructor.gate) and record pass/fail."""
+    if not gates:
+        return
+    result.gates = run_gates(files, gates, limits, isolate)
+    result.notes += [g.note for g in result.gates.values() if g.note]
+
+
+def _gate_cell(gate: GateResult) -> str:
+    return f"{gate.shown} ({gate.reward:g})" if gate.reward is not None else gate.shown
+
+
 def markdown_table(grades: list[Grade]) -> str:
     sections = {g.function: g.section for g in GRADED}
-    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), "total", "notes"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(FUNCTIONS) + 1), "---"]) + "|"]
+    ran = _gates_ran(grades)
+    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), *(f"gate/{n}" for n in ran), "total", "notes"]
+    columns = len(FUNCTIONS) + len(ran) + 1
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * columns, "---"]) + "|"]
     for g in grades:
         cells = [f"{g.points(f):g} ({g.passed[f]}/{g.total[f]})" for f in FUNCTIONS]
+        cells += [_gate_cell(g.gates[n]) for n in ran]
         lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
     points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
-    note = f"Points: {points} (total {sum(g.points for g in GRADED):g}); (passed/total) counts graded cases."
+    total = sum(g.points for g in GRADED) + sum(g.points for g in GATES if g.name in ran)
+    note = f"Points: {points}"
+    if ran:
+        note += ", " + ", ".join(f"gate/{g.name} {g.points:g}" for g in GATES if g.name in ran)
+    note += f" (total {total:g}); (passed/total) counts graded cases."
+    if ran:
+        note += " A gate passes when the judged reward (in brackets) of its run's final policy reaches its bar."
     return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def _gates_ran(grades: list[Grade]) -> list[str]:
+    """The gates of this grading run, in the order of instructor.gate.GATES."""
+    return [n for n in GATE_NAMES if any(n in g.gates for g in grades)]
 
 
 def write_csv(path: Path, grades: list[Grade]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *FUNCTIONS, "total", *(f"{f}_cases_passed" for f in FUNCTIONS), "notes"])
+        ran = _gates_ran(grades)
+        gate_columns = [c for n in ran for c in (f"gate/{n}", f"gate/{n}/reward", f"gate/{n}/steps")]
+        passed = [f"{f}_cases_passed" for f in FUNCTIONS]
+        writer.writerow(["submission", *FUNCTIONS, "total", *passed, *gate_columns, "notes"])
         for g in grades:
             points = [g.points(f) for f in FUNCTIONS]
+            gates = [c for n in ran for c in _gate_csv(g.gates[n])]
             writer.writerow(
-                [g.submission, *points, g.total_points(), *(g.passed[f] for f in FUNCTIONS), "; ".join(g.notes)]
+                [g.submission, *points, g.total_points(), *(g.passed[f] for f in FUNCTIONS), *gates, "; ".join(g.notes)]
             )
+
+
+def _gate_csv(gate: GateResult) -> list:
+    """A gate's three CSV cells: pass/fail, the judged reward (empty if none) and the steps the run made."""
+    return [gate.shown, "" if gate.reward is None else gate.reward, gate.steps]
+
+
+def _chosen_gates(names: list[str]) -> tuple:
+    """--gate all / none / NAME...: the gates to train, in the order of instructor.gate.GATES."""
+    if "none" in names:
+        return ()
+    return tuple(g for g in GATES if "all" in names or g.name in names)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -335,6 +400,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
     parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
+    parser.add_argument(
+        "--gate",
+        nargs="+",
+        default=["all"],
+        choices=["all", "none", *GATE_NAMES],
+        help="outcome gates to train (instructor.gate): all (default), none (the cases only), or some of them",
+    )
+    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training child may run")
     args = parser.parse_args(argv)
     not_folders = [str(p) for p in args.submissions if not p.is_dir()]
     if not_folders:
@@ -352,10 +425,12 @@ def main(argv: list[str] | None = None) -> None:
         f"key hidden from submissions: {'yes' if isolate else 'no (unshare is not available here)'}",
         file=sys.stderr,
     )
+    gates = _chosen_gates(args.gate)
+    gate_limits = Limits(seconds=args.gate_timeout, memory_mb=args.memory_mb)
     grades = []
     for i, folder in enumerate(args.submissions, 1):
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        grades.append(grade(folder, cases, limits, isolate))
+        grades.append(grade(folder, cases, limits, isolate, gates, gate_limits))
     print(markdown_table(grades))
     write_csv(args.csv, grades)
     print(f"table written to {args.csv}", file=sys.stderr)
