@@ -99,6 +99,7 @@ class GateResult:
     reward: float | None = None  # measured by the judge; None when there was nothing to judge
     steps: int = 0
     note: str = ""
+    seconds: float = 0.0  # wall time of its training child
 
     @property
     def shown(self) -> str:
@@ -267,8 +268,10 @@ def run_gates(
             }
             if gate.command[0] == "-m":
                 out.mkdir(parents=True, exist_ok=True)
+            start = time.perf_counter()
             report = _run_child(tree, job, limits, isolate, code=GATE_CODE)
             result = results[gate.name]
+            result.seconds = round(time.perf_counter() - start, 1)
             if not isinstance(report, dict) or report.get("status") not in STATUSES:
                 result.note = f"gate/{gate.name}: crashed, hung or exceeded a limit"
                 continue
@@ -379,7 +382,9 @@ def main(argv: list[str] | None = None) -> None:
     limits, isolate = Limits(seconds=args.timeout, memory_mb=4096), isolation_available()
 
     def show(label: str, results: dict[str, GateResult], seconds: float) -> None:
-        cells = [f"{n} {r.shown} {r.reward if r.reward is not None else '-'}" for n, r in results.items()]
+        cells = [
+            f"{n} {r.shown} {r.reward if r.reward is not None else '-'} {r.seconds:.0f}s" for n, r in results.items()
+        ]
         notes = "; ".join(r.note for r in results.values() if r.note)
         print(f"{label:45s} {' | '.join(cells)}  ({seconds:.0f} s) {notes}", flush=True)
 

@@ -43,6 +43,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,7 +297,6 @@ def grade(
     if refused:
         result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
         return result
-    _grade_gates(result, files, gates, gate_limits or limits, isolate)
     result.notes = _file_notes(files)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
@@ -316,6 +316,7 @@ def grade(
     nonzero = {c["function"] for c in passed if _nonzero(c["expected"])}
     for case in passed:
         result.passed[case["function"]] += case["function"] in nonzero
+    _grade_gates(result, files, gates, gate_limits or limits, isolate)
     return result
 
 
@@ -323,8 +324,11 @@ def _grade_gates(result: Grade, files: dict[str, bytes], gates: tuple, limits: L
     """Train each gate with the submission's own functions (instructor.gate) and record pass/fail."""
     if not gates:
         return
+    start = time.perf_counter()
     result.gates = run_gates(files, gates, limits, isolate)
     result.notes += [g.note for g in result.gates.values() if g.note]
+    shown = ", ".join(f"{name} {g.shown} ({g.seconds:.0f} s)" for name, g in result.gates.items())
+    print(f"  gates: {shown}; {time.perf_counter() - start:.0f} s with the judge", file=sys.stderr, flush=True)
 
 
 def _gate_cell(gate: GateResult) -> str:
