@@ -231,6 +231,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--impl",
                     "--timeout",
                     "--memory_mb",
+                    "--gate_timeout",
                     "--threshold",
                     "--run_name",
                     *LAUNCHER_FLAGS,
