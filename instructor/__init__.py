@@ -3,6 +3,7 @@
     python -m instructor stubs            # rewrite rlhf_practice/rl/ from the answer key
     python -m instructor fixtures         # record tests/fixtures/graded_cases.pt (kept if it agrees)
     python -m instructor mutations        # every mistake of the catalog fails, every right variant passes
+    python -m instructor gate-bars        # the outcome gates: the key on 5 seeds, the stubs, the catalog
     python -m instructor properties       # how many catalogued mistakes the property tests catch alone
     python -m instructor release OUT      # write the student release (no key, no instructor wing) to OUT
     python -m instructor.grading DIR...   # grade a class, one submission per folder
@@ -13,6 +14,7 @@
 - :mod:`instructor.fixtures`: when a recording agrees with the key (a tolerance per dtype).
 - :mod:`instructor.mutations`: the catalog run in-process against the cases.
 - :mod:`instructor.properties`: the catalog run in-process against the property tests (tests/_properties.py).
+- :mod:`instructor.gate`: the outcome gates (a short training run per algorithm, judged apart) and their bars.
 - :mod:`instructor.release` and :mod:`instructor.grading`: the student release and the class grader.
 
 The student-facing package (``rlhf_practice``) never imports this one; the release leaves it out.

@@ -1,5 +1,5 @@
-"""Instructor commands: python -m instructor {stubs, fixtures, mutations, properties, release OUT}; the grader is
-python -m instructor.grading. See :mod:`instructor` for what each one does.
+"""Instructor commands: python -m instructor {stubs, fixtures, mutations, properties, gate-bars, release OUT};
+the grader is python -m instructor.grading. See :mod:`instructor` for what each one does.
 """
 
 from __future__ import annotations
@@ -29,9 +29,18 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser(
         "properties", help="count the catalogued mistakes that the property tests catch; no right variant may fail"
     )
+    commands.add_parser(
+        "gate-bars", help="the outcome gates on the key (5 seeds), the stubs and the catalog", add_help=False
+    )
     release = commands.add_parser("release", help="write the student release to OUT")
     release.add_argument("out", type=Path, help="a new (or empty) folder")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "gate-bars":  # its own flags: python -m instructor gate-bars --help
+        from instructor.gate import main as gate_bars
+
+        return gate_bars(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     if args.command == "stubs":
         from instructor.release import student_files

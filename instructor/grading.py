@@ -30,6 +30,12 @@ grpo.py, token_level.py, lecture.py or dpo.py is there but is not a regular file
 to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).
+
+Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child trains the tiny preset with the
+submission's own functions (same ``_run_child``: limits, isolation; ``--gate_timeout`` per run) and a
+second child that holds no student file judges the saved policy; a gate that reaches its bar adds its
+points. The CSV has ``gate/<algorithm>`` (``pass`` or ``fail``), ``gate/<algorithm>/reward`` and
+``gate/<algorithm>/steps`` per gate; ``--gate none`` grades the cases only, ``--gate ppo grpo`` some gates.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from pathlib import Path
 import torch
 
 from instructor import sandbox
+from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case, load_cases
 from rlhf_practice.course import GRADED, MODULES, module_of
@@ -109,14 +116,18 @@ class Grade:
     published_passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     published_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     seed: int | None = None
+    gates: dict[str, GateResult] = field(default_factory=dict)  # the outcome gates that ran (instructor.gate)
 
     def points(self, function: str) -> float:
         return (
             round(POINTS[function] * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
         )
 
+    def gate_points(self, name: str) -> float:
+        return next(g.points for g in GATES if g.name == name) if self.gates[name].passed else 0.0
+
     def total_points(self) -> float:
-        return round(sum(self.points(f) for f in FUNCTIONS), 1)
+        return round(sum(self.points(f) for f in FUNCTIONS) + sum(self.gate_points(n) for n in self.gates), 1)
 
 
 def _what_it_is(path: Path, mode: int) -> str:
@@ -194,18 +205,22 @@ def _make_tree(tree: Path, files: dict[str, bytes]) -> None:
             target.write_bytes(files[name])
 
 
-def _command(tree: Path, inputs: Path, results: Path, isolate: bool) -> list[str]:
-    """The child's command line: in the sandbox (``isolate``), it sees the interpreter, its packages and its
-    work folder (the tree's parent, writable; the tree read-only), and nothing else of this machine."""
-    python = [sys.executable, "-I", "-c", CHILD_CODE, str(tree), str(inputs), str(results)]
+def _command(tree: Path, inputs: Path, results: Path, isolate: bool, code: str = CHILD_CODE) -> list[str]:
+    """The child's command line (``code``: the cases' CHILD_CODE, or a gate's training or judge): in the sandbox
+    (``isolate``), it sees the interpreter, its packages and its work folder (the tree's parent, writable; the
+    tree read-only), and nothing else of this machine."""
+    python = [sys.executable, "-I", "-c", code, str(tree), str(inputs), str(results)]
     return sandbox.command(python, work=tree.parent, read_only=[tree]) if isolate else python
 
 
-def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> dict | None:
-    """Run the child on ``cases``; its results by case id, or None when it produced none we can read."""
+def _run_child(tree: Path, cases: object, limits: Limits, isolate: bool, code: str = CHILD_CODE) -> dict | None:
+    """Run the child on ``cases``; its results by case id, or None when it produced none we can read.
+
+    ``code`` is what the child runs: the cases (CHILD_CODE, the default), or a gate's training or judge
+    (:mod:`instructor.gate`), whose ``cases`` is then the job it reads, saved as it is."""
     work = tree.parent
     inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
-    torch.save(_child_inputs(cases), inputs)
+    torch.save(_child_inputs(cases) if code == CHILD_CODE else cases, inputs)
 
     # The limits, set by util-linux's prlimit just before it execs the child (inherited by all it starts):
     # no Python code runs between fork and exec, so that several children can start from threads.
@@ -215,7 +230,7 @@ def _run_child(tree: Path, cases: list[dict], limits: Limits, isolate: bool) -> 
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
-            [*prlimit, *_command(tree, inputs, results, isolate)],
+            [*prlimit, *_command(tree, inputs, results, isolate, code)],
             cwd=work,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -294,10 +309,19 @@ def _fitted_notes(result: Grade) -> list[str]:
     return notes
 
 
-def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool, seed: int | None = None) -> Grade:
+def grade(
+    submission: Path,
+    cases: list[dict],
+    limits: Limits,
+    isolate: bool,
+    seed: int | None = None,
+    gates: tuple = (),
+    gate_limits: Limits | None = None,
+) -> Grade:
     """Run one submission on ``cases`` (published and hidden) in a child process and score it: points from
-    the hidden cases only."""
+    the hidden cases only; then its outcome ``gates``."""
     result = Grade(submission=str(submission), seed=seed)
+    result.gates = {g.name: GateResult() for g in gates}
     for case in cases:
         (result.total if _hidden(case) else result.published_total)[case["function"]] += 1
     files, refused = _read_submission(submission)
@@ -320,6 +344,7 @@ def grade(submission: Path, cases: list[dict], limits: Limits, isolate: bool, se
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
     result.notes += _fitted_notes(result)
+    _grade_gates(result, files, gates, gate_limits or limits, isolate)
     return result
 
 
@@ -329,28 +354,58 @@ def _counts(g: Grade, function: str) -> str:
     return f"hidden {hidden}; published {g.published_passed[function]}/{g.published_total[function]}"
 
 
+def _grade_gates(result: Grade, files: dict[str, bytes], gates: tuple, limits: Limits, isolate: bool) -> None:
+    """Train each gate with the submission's own functions (instructor.gate) and record pass/fail."""
+    if not gates:
+        return
+    start = time.perf_counter()
+    result.gates = run_gates(files, gates, limits, isolate)
+    result.notes += [g.note for g in result.gates.values() if g.note]
+    shown = ", ".join(f"{name} {g.shown} ({g.seconds:.0f} s)" for name, g in result.gates.items())
+    print(f"  gates: {shown}; {time.perf_counter() - start:.0f} s with the judge", file=sys.stderr, flush=True)
+
+
+def _gate_cell(gate: GateResult) -> str:
+    return f"{gate.shown} ({gate.reward:g})" if gate.reward is not None else gate.shown
+
+
 def markdown_table(grades: list[Grade]) -> str:
     sections = {g.function: g.section for g in GRADED}
-    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), "total", "notes"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * (len(FUNCTIONS) + 1), "---"]) + "|"]
+    ran = _gates_ran(grades)
+    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), *(f"gate/{n}" for n in ran), "total", "notes"]
+    columns = len(FUNCTIONS) + len(ran) + 1
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * columns, "---"]) + "|"]
     for g in grades:
         cells = [f"{g.points(f):g} ({_counts(g, f)})" for f in FUNCTIONS]
+        cells += [_gate_cell(g.gates[n]) for n in ran]
         lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
     points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
+    if ran:
+        points += ", " + ", ".join(f"gate/{g.name} {g.points:g}" for g in GATES if g.name in ran)
+    total = sum(g.points for g in GRADED) + sum(g.points for g in GATES if g.name in ran)
     seeds = ", ".join(sorted({str(g.seed) for g in grades}))
     note = (
-        f"Points: {points} (total {sum(g.points for g in GRADED):g}), from the hidden cases only: fresh inputs "
+        f"Points: {points} (total {total:g}); case points from the hidden cases only: fresh inputs "
         f"(seed {seeds}); published: the recorded cases the students have, a self-check that earns no points."
     )
+    if ran:
+        note += " A gate passes when the judged reward (in brackets) of its run's final policy reaches its bar."
     return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def _gates_ran(grades: list[Grade]) -> list[str]:
+    """The gates of this grading run, in the order of instructor.gate.GATES."""
+    return [n for n in GATE_NAMES if any(n in g.gates for g in grades)]
 
 
 def write_csv(path: Path, grades: list[Grade], sandbox: str = "yes") -> None:
     """The table as CSV; ``sandbox`` ("yes" or "no") says whether the children ran in the sandbox."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
+        ran = _gates_ran(grades)
+        gate_columns = [c for n in ran for c in (f"gate/{n}", f"gate/{n}/reward", f"gate/{n}/steps")]
         counts = [f"{f}/{kind}" for f in FUNCTIONS for kind in ("hidden", "published")]
-        writer.writerow(["submission", *FUNCTIONS, "total", *counts, "seed", "notes", "sandbox"])
+        writer.writerow(["submission", *FUNCTIONS, "total", *counts, *gate_columns, "seed", "notes", "sandbox"])
         for g in grades:
             points = [g.points(f) for f in FUNCTIONS]
             passes = [
@@ -358,7 +413,9 @@ def write_csv(path: Path, grades: list[Grade], sandbox: str = "yes") -> None:
                 for f in FUNCTIONS
                 for passed, total in ((g.passed, g.total), (g.published_passed, g.published_total))
             ]
-            writer.writerow([g.submission, *points, g.total_points(), *passes, g.seed, "; ".join(g.notes), sandbox])
+            gates = [c for n in ran for c in _gate_csv(g.gates[n])]
+            row = [g.submission, *points, g.total_points(), *passes, *gates, g.seed, "; ".join(g.notes), sandbox]
+            writer.writerow(row)
 
 
 def _sandbox_line(no_sandbox: bool) -> tuple[bool, str]:
@@ -380,6 +437,18 @@ def _sandbox_line(no_sandbox: bool) -> tuple[bool, str]:
     )
 
 
+def _gate_csv(gate: GateResult) -> list:
+    """A gate's three CSV cells: pass/fail, the judged reward (empty if none) and the steps the run made."""
+    return [gate.shown, "" if gate.reward is None else gate.reward, gate.steps]
+
+
+def _chosen_gates(names: list[str]) -> tuple:
+    """--gate all / none / NAME...: the gates to train, in the order of instructor.gate.GATES."""
+    if "none" in names:
+        return ()
+    return tuple(g for g in GATES if "all" in names or g.name in names)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m instructor.grading",
@@ -396,6 +465,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
     parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
+    parser.add_argument(
+        "--gate",
+        nargs="+",
+        default=["all"],
+        choices=["all", "none", *GATE_NAMES],
+        help="outcome gates to train (instructor.gate): all (default), none (the cases only), or some of them",
+    )
+    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training child may run")
     parser.add_argument(
         "--jobs",
         type=int,
@@ -429,11 +506,13 @@ def main(argv: list[str] | None = None) -> None:
         "(self-check)",
         file=sys.stderr,
     )
+    gates = _chosen_gates(args.gate)
+    gate_limits = Limits(seconds=args.gate_timeout, memory_mb=args.memory_mb)
 
     def one(numbered: tuple[int, Path]) -> Grade:
         i, folder = numbered
         print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        return grade(folder, cases, limits, isolate, seed)
+        return grade(folder, cases, limits, isolate, seed, gates, gate_limits)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each child is its own process on one thread
         grades = list(pool.map(one, enumerate(args.submissions, 1)))

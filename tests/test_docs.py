@@ -233,6 +233,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--timeout",
                     "--memory_mb",
                     "--no_sandbox",
+                    "--gate_timeout",
                     "--threshold",
                     "--run_name",
                     *LAUNCHER_FLAGS,

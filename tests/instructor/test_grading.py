@@ -217,7 +217,7 @@ def _grade(tmp_path: Path, cheats: dict[str, str], *extra: str, capsys) -> dict[
     (planted / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
     (planted / "pytest.ini").write_text("[pytest]\naddopts = -p no:python\n")
     table = tmp_path / "grades.csv"
-    main([*map(str, subs), "--csv", str(table), "--seed", "3", *extra])
+    main([*map(str, subs), "--csv", str(table), "--seed", "3", "--gate", "none", *extra])  # gates: test_gate.py
     assert capsys.readouterr().out.startswith("| submission | compute_advantages (§1.2) | ppo_clip_loss (§2.2) |")
     with open(table, newline="") as f:
         return {Path(r["submission"]).name: r for r in csv.DictReader(f)}

@@ -1,0 +1,439 @@
+"""The outcome gate: does a submission's code train? One short training run per algorithm, judged apart.
+
+    python -m instructor gate-bars                       # the key on 5 seeds, the stubs, the catalog: bars
+    python -m instructor gate-bars --gates ppo grpo --variants 3
+
+For each gate of :data:`GATES`, the grader (:mod:`instructor.grading`) trains the tiny preset with the
+submission's own functions: a child process, through the same ``_run_child`` as the cases (limits,
+sandbox), runs the gate's command for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in
+the submission's tree, and saves the final policy into its work folder. A gate whose functions are
+stubs, missing or raising on a tiny input fails at once, without training, with a note.
+
+The reward reached is not read from the run's own files (metrics.csv is written by the process that
+runs the student's code, so it can be forged): a second child, the *judge*, in a fresh copy of the
+package that holds no student file, loads only the saved weights (safetensors, or a tensor-only
+state dict for the lecture) and measures them on fixed prompts: the mean sentiment reward of
+:data:`JUDGE_PROMPTS` replies sampled with seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort
+accuracy). The gate passes when that number reaches ``bar``.
+
+Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
+(every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's
+functions, each built as the key's file with that one function replaced (wrong ones that still pass
+the gate are caught by the cases: ``python -m instructor mutations``; right ones must pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
+
+GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
+JUDGE_SEED = 12345  # the judge's prompts and sampling: never a training seed
+JUDGE_PROMPTS = 128  # replies the judge samples and scores per policy (two batches of 64)
+SCRIPTS = ("train_ppo.py", "train_grpo.py", "train_dpo.py")  # what a gate child runs, copied into its tree
+MAX_POLICY_MB = 64  # a saved file larger than this is not a tiny policy: the gate fails
+STATUSES = ("trained", "stub", "missing", "broken", "failed")  # what a gate child may report
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One algorithm's gate: the command it trains with, what it needs, its budget, bar and points."""
+
+    name: str  # "ppo", "grpo", ...: the CSV column is gate/<name>
+    command: tuple[str, ...]  # a training script of SCRIPTS with its flags, or ("-m", module, flags...)
+    functions: tuple[str, ...]  # the graded functions its training loop calls
+    modules: tuple[str, ...]  # the student files its start-up checks: every graded function in them must run
+    steps: int  # the step budget (the lecture: epochs)
+    bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)
+    points: float = 10.0
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        """The graded functions the child calls on a tiny input before training (as the script's start-up)."""
+        return tuple(g.function for g in GRADED if g.module in self.modules)
+
+    def argv(self, seed: int, run_dir: str) -> list[str]:
+        """The command's arguments after the script (or module) name, for a run of ``seed``."""
+        if self.command[0] == "-m":
+            return [*self.command[2:], "--epochs", str(self.steps), "--seed", str(seed)]
+        flags = ["--preset", "tiny", "--device", "cpu", "--num_steps", str(self.steps), "--seed", str(seed)]
+        return [*self.command[1:], *flags, "--run_dir", run_dir, "--run_name", self.name]
+
+
+PPO = ("compute_advantages", "ppo_clip_loss")
+TOKEN = ("masked_mean", "per_token_kl")
+LECTURE = ("sort_distance_reward", "compute_deltas", "compute_loss")  # the default run: distance reward, no KL
+# The functions each run really calls (train_ppo.py, train_grpo.py, train_dpo.py, rlhf_practice.lecture).
+# Bars from python -m instructor gate-bars (judged reward of the key, seeds 0-4, min - max; an untrained
+# policy: -0.01, the lecture's untrained model: 0.00): ppo 0.55-0.63, grpo 0.63-0.73, ppo_token 0.53-0.66,
+# grpo_token 0.70-0.83, lecture (held-out exact sort) 0.52-0.88, dpo 0.36-0.41.
+GATES: tuple[Gate, ...] = (
+    Gate("ppo", ("train_ppo.py",), PPO, ("ppo",), steps=12, bar=0.3),
+    Gate("grpo", ("train_grpo.py",), ("compute_group_advantages", "grpo_loss"), ("grpo",), steps=30, bar=0.3),
+    Gate(
+        "ppo_token",
+        ("train_ppo.py", "--level", "token"),
+        (*TOKEN, "compute_gae", "token_ppo_loss"),
+        ("ppo", "token_level"),
+        steps=12,
+        bar=0.3,
+    ),
+    Gate(
+        "grpo_token",
+        ("train_grpo.py", "--level", "token"),
+        ("compute_group_advantages", *TOKEN, "grpo_clip_loss"),
+        ("grpo", "token_level"),
+        steps=20,
+        bar=0.3,
+    ),
+    Gate("lecture", ("-m", "rlhf_practice.lecture"), LECTURE, ("lecture",), steps=150, bar=0.25),
+    Gate("dpo", ("train_dpo.py",), ("reply_logps", "reference_logps", "dpo_loss"), ("dpo",), steps=20, bar=0.2),
+)
+GATE_NAMES = tuple(g.name for g in GATES)
+
+
+@dataclass
+class GateResult:
+    """What the grader records of one gate: pass/fail, the judged reward, the steps the run made, a note."""
+
+    passed: bool = False
+    reward: float | None = None  # measured by the judge; None when there was nothing to judge
+    steps: int = 0
+    note: str = ""
+    seconds: float = 0.0  # wall time of its training child
+
+    @property
+    def shown(self) -> str:
+        return "pass" if self.passed else "fail"
+
+
+# The gate child: in the submission's tree, checks the gate's functions on a tiny input, then trains.
+# It reports only a status and the steps made; the reward comes from the judge.
+GATE_CODE = """\
+import os, sys
+tree, results = sys.argv[1], sys.argv[3]
+sys.path.insert(0, tree)
+import importlib, runpy, torch
+job = torch.load(sys.argv[2], weights_only=True)
+report = {"status": "trained", "note": "", "steps": None}
+def finish():
+    torch.save(report, results)
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
+from rlhf_practice.course import GRADED, probe_args
+for function in job["functions"]:
+    g = next(g for g in GRADED if g.function == function)
+    try:
+        fn = getattr(importlib.import_module("rlhf_practice.rl." + g.module), function)
+        fn(*probe_args(g))
+    except NotImplementedError:
+        report.update(status="stub", note=f"{function} is a stub")
+        finish()
+    except ModuleNotFoundError:
+        report.update(status="missing", note=f"{g.module}.py missing")
+        finish()
+    except BaseException as err:
+        report.update(status="broken", note=f"{function} raises {type(err).__name__} on a tiny input")
+        finish()
+command = job["command"]
+sys.argv = [command[0] if command[0] != "-m" else command[1], *job["argv"]]
+try:
+    if command[0] == "-m":  # the lecture: its model is kept so that the judge can measure it
+        lecture = importlib.import_module(command[1])
+        models = []
+        class Kept(lecture.Model):
+            def __init__(self, *args):
+                super().__init__(*args)
+                models.append(self)
+        lecture.Model = Kept
+        curve = lecture.run_policy_gradient(lecture.LectureConfig(**job["lecture"]), importlib.import_module("rlhf_practice.rl.lecture"))
+        report["steps"] = curve.epochs[-1] if curve.epochs else 0
+        if curve.stopped:
+            report.update(status="failed", note=curve.stopped)
+        torch.save({k: v.detach().clone() for k, v in models[0].state_dict().items()}, job["out"])
+    else:
+        runpy.run_path(os.path.join(tree, command[0]), run_name="__main__")
+except SystemExit as err:
+    if err.code not in (0, None):
+        report.update(status="failed", note=f"the run stopped (exit {err.code})")
+except BaseException as err:
+    report.update(status="failed", note=f"the run raised {type(err).__name__}")
+finish()
+"""
+
+# The judge: a fresh package copy with no student file; reads weights only, measures them on fixed prompts.
+JUDGE_CODE = """\
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+jobs = torch.load(sys.argv[2], weights_only=True)
+scores = {}
+for job in jobs:
+    try:
+        if job["kind"] == "lecture":
+            from rlhf_practice import lecture
+            config = lecture.LectureConfig(**job["lecture"])
+            model = lecture.Model(config.vocab_size, config.embedding_dim, config.n, config.n)
+            model.load_state_dict(torch.load(job["path"], weights_only=True))
+            scores[job["name"]] = float(lecture.exact_sort_accuracy(lecture.heldout_prompts(config), model))
+            continue
+        from rlhf_practice.config import GRPOConfig, preset_config
+        from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+        from rlhf_practice.sampling import Sampler
+        from rlhf_practice.tasks import build_task
+        from rlhf_practice.training import seed_everything
+        config = preset_config(GRPOConfig, "tiny")
+        task = build_task(config)
+        tokenizer = load_tokenizer("tiny")
+        policy = PolicyValueModel.from_pretrained(job["path"], "cpu")
+        if type(policy.lm).__name__ != "GPT2LMHeadModel" or sum(p.numel() for p in policy.lm.parameters()) > 2_000_000:
+            raise ValueError("not the tiny preset's model")
+        sampler = Sampler.from_config(policy, tokenizer, config)
+        seed_everything(job["seed"])
+        batches = task.prompt_batches(tokenizer, 64, job["seed"])
+        rewards = []
+        for _ in range(job["prompts"] // 64):
+            batch = next(batches)
+            generation = sampler.sample(batch["input_ids"], batch["attention_mask"])
+            rewards.append(task.reward(batch["prompt_text"], generation.decode(tokenizer)))
+        scores[job["name"]] = float(torch.cat(rewards).mean())
+    except BaseException as err:
+        scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
+torch.save(scores, sys.argv[3])
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)
+"""
+
+
+def _lecture_settings(gate: Gate, seed: int) -> dict:
+    return {"epochs": gate.steps, "seed": seed, "impl": "student"}
+
+
+def _copy_weights(src: Path, dst: Path) -> bool:
+    """Copy a regular file of at most MAX_POLICY_MB, without following links; False if it is not one."""
+    try:
+        with open(os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_POLICY_MB * 2**20:
+                return False
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(f.read())
+    except OSError:
+        return False
+    return True
+
+
+def _steps_logged(metrics: Path) -> int:
+    """Rows of a run's metrics.csv (one per step), read as plain text: 0 if there is none."""
+    try:
+        with open(os.open(metrics, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            return max(0, f.read(2**20).count(b"\n") - 1)
+    except OSError:
+        return 0
+
+
+def add_gate_files(tree: Path) -> None:
+    """What a gate child needs beside the package copy: the training scripts and the tiny assets."""
+    for script in SCRIPTS:
+        shutil.copy2(ROOT / script, tree / script)
+    assets = tree / "rlhf_practice" / "assets"
+    if not assets.exists():
+        shutil.copytree(ROOT / "rlhf_practice" / "assets", assets)
+
+
+def run_gates(
+    files: dict[str, bytes], gates: tuple[Gate, ...], limits, isolate: bool, seed: int = GATE_SEED
+) -> dict[str, GateResult]:
+    """Train each gate with the submission's ``files`` ({"ppo.py": source, ...}) and judge the policies."""
+    from instructor.grading import _make_tree, _run_child
+
+    results = {g.name: GateResult() for g in gates}
+    with tempfile.TemporaryDirectory(prefix="rlhf-gate-") as work:
+        work = Path(work)
+        tree = work / "tree"
+        _make_tree(tree, files)
+        add_gate_files(tree)
+        judge_jobs = []
+        for gate in gates:
+            missing = [f"{m}.py" for m in gate.modules if f"{m}.py" not in files]
+            if missing:
+                results[gate.name].note = f"gate/{gate.name}: {', '.join(missing)} missing"
+                continue
+            out = work / "runs" / gate.name
+            job = {
+                "functions": list(gate.checked),
+                "command": list(gate.command),
+                "argv": gate.argv(seed, str(work / "runs")),
+                "lecture": _lecture_settings(gate, seed),
+                "out": str(out / "model.pt"),
+            }
+            if gate.command[0] == "-m":
+                out.mkdir(parents=True, exist_ok=True)
+            start = time.perf_counter()
+            report = _run_child(tree, job, limits, isolate, code=GATE_CODE)
+            result = results[gate.name]
+            result.seconds = round(time.perf_counter() - start, 1)
+            if not isinstance(report, dict) or report.get("status") not in STATUSES:
+                result.note = f"gate/{gate.name}: crashed, hung or exceeded a limit"
+                continue
+            result.steps = report["steps"] if type(report.get("steps")) is int else _steps_logged(out / "metrics.csv")
+            if report["status"] != "trained":
+                result.note = f"gate/{gate.name}: {str(report.get('note', ''))[:200] or report['status']}"
+                if report["status"] != "failed":
+                    continue  # nothing trained: nothing to judge
+            judge_jobs.append((gate, out))
+        judged = _judge(work / "judge", judge_jobs, limits, isolate)
+        for gate, _ in judge_jobs:
+            result, score = results[gate.name], judged.get(gate.name)
+            if isinstance(score, float):
+                result.reward = round(score, 3)
+                result.passed = score >= gate.bar and not result.note
+                if not result.passed and not result.note:
+                    result.note = f"gate/{gate.name}: reward {score:.2f} < bar {gate.bar:g} after {gate.steps} steps"
+            elif not result.note:
+                result.note = f"gate/{gate.name}: no policy to judge ({score or 'none saved'})"
+    return results
+
+
+def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits, isolate: bool) -> dict[str, object]:
+    """Measure each saved policy in a child that holds no student file: {gate name: score or error text}."""
+    from instructor.grading import _make_tree, _run_child
+
+    tree = work / "tree"
+    _make_tree(tree, {})
+    add_gate_files(tree)
+    inputs = []
+    for gate, out in jobs:
+        dst = work / "policies" / gate.name
+        if gate.command[0] == "-m":
+            ok = _copy_weights(out / "model.pt", dst / "model.pt")
+            path, kind = dst / "model.pt", "lecture"
+        else:
+            ok = all(_copy_weights(out / "policy" / f, dst / f) for f in ("config.json", "model.safetensors"))
+            path, kind = dst, "sentiment"
+        if ok:
+            job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}
+            inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED)})
+    if not inputs:
+        return {}
+    scores = _run_child(tree, inputs, limits, isolate, code=JUDGE_CODE) or {}
+    return {k: v for k, v in scores.items() if type(v) in (float, str)}
+
+
+# --- measuring bars and budgets: python -m instructor gate-bars
+
+
+def _submission_files(replace: dict[str, str] | None = None) -> dict[str, bytes]:
+    """The key's files; with ``replace`` ({graded function: source of a variant}), those functions swapped."""
+    files = {f"{m}.py": answer_path(m).read_bytes() for m in MODULES}
+    for function, source in (replace or {}).items():
+        name = f"{module_of(function)}.py"
+        files[name] = _swap(files[name].decode(), function, source).encode()
+    return files
+
+
+def _swap(module_source: str, function: str, variant_source: str) -> str:
+    """``module_source`` with ``def function`` replaced by ``variant_source`` renamed to ``function``."""
+    import ast
+
+    tree = ast.parse(module_source)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    lines = module_source.splitlines(keepends=True)
+    start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+    variant = ast.parse(textwrap.dedent(variant_source)).body[0]
+    lines_v = textwrap.dedent(variant_source).splitlines(keepends=True)[variant.lineno - 1 :]  # no decorator
+    lines_v[0] = lines_v[0].replace(f"def {variant.name}(", f"def {function}(", 1)
+    body = "".join(lines_v)
+    helpers = ""
+    if "masked_mean" in body or "per_token_kl" in body:  # a variant may call the key's helpers
+        if module_of(function) != "token_level":
+            helpers = "from rlhf_practice.rl.token_level import masked_mean, per_token_kl\n"
+    return "".join(lines[:start]) + helpers + body + "".join(lines[node.end_lineno :])
+
+
+def variant_files(variant) -> dict[str, bytes]:
+    """The key's files with ``variant`` (an instructor.mistakes.Variant) in place of its function; the
+    catalog's private helpers it calls (``_reduce``, ...) come along, defined after it."""
+    import re
+
+    from instructor import mistakes
+
+    source, added = inspect.getsource(variant.fn), set()
+    while (
+        new := {n for n in re.findall(r"\b(_[a-z]\w*)\(", source) if inspect.isfunction(getattr(mistakes, n, None))}
+        - added
+    ):
+        added |= new
+        source += "".join("\n\n" + inspect.getsource(getattr(mistakes, n)) for n in sorted(new))
+    return _submission_files({variant.function: source})
+
+
+def stub_files() -> dict[str, bytes]:
+    from instructor.release import student_files
+
+    return {Path(path).name: source.encode() for path, source in student_files().items()}
+
+
+@dataclass
+class Row:
+    label: str
+    rewards: dict[str, str] = field(default_factory=dict)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from instructor.grading import Limits, isolation_available
+    from instructor.mistakes import CATALOG
+
+    parser = argparse.ArgumentParser(
+        prog="python -m instructor gate-bars", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--gates", nargs="+", choices=GATE_NAMES, default=list(GATE_NAMES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="the key's seeds")
+    parser.add_argument("--variants", type=int, default=None, help="catalog variants per gate (default: all)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    gates = tuple(g for g in GATES if g.name in args.gates)
+    limits, isolate = Limits(seconds=args.timeout, memory_mb=4096), isolation_available()
+
+    def show(label: str, results: dict[str, GateResult], seconds: float) -> None:
+        cells = [
+            f"{n} {r.shown} {r.reward if r.reward is not None else '-'} {r.seconds:.0f}s" for n, r in results.items()
+        ]
+        notes = "; ".join(r.note for r in results.values() if r.note)
+        print(f"{label:45s} {' | '.join(cells)}  ({seconds:.0f} s) {notes}", flush=True)
+
+    for seed in args.seeds:
+        start = time.perf_counter()
+        show(
+            f"key, seed {seed}",
+            run_gates(_submission_files(), gates, limits, isolate, seed),
+            time.perf_counter() - start,
+        )
+    start = time.perf_counter()
+    show("stubs", run_gates(stub_files(), gates, limits, isolate), time.perf_counter() - start)
+    for gate in gates:
+        variants = [v for v in CATALOG if v.function in gate.functions]
+        wrongs = [v for v in variants if v.verdict == "wrong"][: args.variants]
+        rights = [v for v in variants if v.verdict == "right"][: args.variants]
+        for v in [*wrongs, *rights]:
+            start = time.perf_counter()
+            show(
+                f"{v.verdict} {v.function}/{v.name}",
+                run_gates(variant_files(v), (gate,), limits, isolate),
+                time.perf_counter() - start,
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

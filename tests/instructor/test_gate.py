@@ -1,0 +1,97 @@
+"""The outcome gate (instructor.gate): the key trains past every bar, the stubs fail without training,
+a sign flip fails its gate, a right variant passes; the grader's table and CSV show each gate.
+
+The declaration's checks are cheap and run in the suite; the training runs are marked ``slow``
+(.ci/run runs them with the grader's slow line).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from instructor.gate import GATE_SEED, GATES, SCRIPTS, run_gates, stub_files, variant_files
+from instructor.grading import Limits, isolation_available, main
+from instructor.mistakes import CATALOG
+from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
+
+GRADED_FUNCTIONS = {g.function for g in GRADED}
+KEY = {f"{m}.py": answer_path(m).read_bytes() for m in MODULES}
+LIMITS = Limits(seconds=300, memory_mb=3072)
+
+
+def _variant(name: str):
+    return next(v for v in CATALOG if v.name == name)
+
+
+def test_every_gate_is_declared_once_with_graded_functions_and_a_command_that_exists() -> None:
+    names = [g.name for g in GATES]
+    assert len(names) == len(set(names))
+    for gate in GATES:
+        assert set(gate.functions) <= set(gate.checked) <= GRADED_FUNCTIONS, gate.name
+        assert gate.steps > 0 and gate.bar > 0 and gate.points > 0
+        if gate.command[0] == "-m":
+            assert (ROOT / Path(*gate.command[1].split("."))).with_suffix(".py").is_file()
+        else:
+            assert gate.command[0] in SCRIPTS and (ROOT / gate.command[0]).is_file()
+    assert {m for g in GATES for m in g.modules} == set(MODULES), "every student file has a gate"
+
+
+@pytest.mark.slow  # six short trainings and one judge: ~1 min on a quiet machine
+@pytest.mark.timeout(600)
+def test_the_key_passes_every_gate() -> None:
+    results = run_gates(KEY, GATES, LIMITS, isolation_available(), GATE_SEED)
+    for gate in GATES:
+        result = results[gate.name]
+        assert result.passed and result.reward >= gate.bar and not result.note, (gate.name, result)
+        assert result.steps == gate.steps, (gate.name, result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_stubs_fail_every_gate_without_training() -> None:
+    results = run_gates(stub_files(), GATES, LIMITS, isolation_available())
+    for gate in GATES:
+        result = results[gate.name]
+        assert not result.passed and result.reward is None and result.steps == 0, (gate.name, result)
+        assert "is a stub" in result.note, result.note
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_sign_flip_fails_its_gate_and_a_right_variant_passes() -> None:
+    isolate = isolation_available()
+    lecture, ppo = (next(g for g in GATES if g.name == n) for n in ("lecture", "ppo"))
+    flipped = run_gates(variant_files(_variant("objective_not_negated")), (ppo,), LIMITS, isolate)["ppo"]
+    assert not flipped.passed and flipped.reward is not None and "< bar" in flipped.note, flipped
+    flipped = run_gates(variant_files(_variant("loss_not_negated")), (lecture,), LIMITS, isolate)["lecture"]
+    assert not flipped.passed and flipped.reward < lecture.bar, flipped
+    right = run_gates(variant_files(_variant("clipped_with_where")), (lecture,), LIMITS, isolate)["lecture"]
+    assert right.passed, right
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_table_and_the_csv_show_each_gate(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "stubs"
+    folder.mkdir()
+    for name, source in stub_files().items():
+        (folder / name).write_bytes(source)
+    (folder / "dpo.py").unlink()
+    table = tmp_path / "grades.csv"
+    main([str(folder), "--csv", str(table), "--seed", "3", "--gate", "lecture", "dpo"])
+    out = capsys.readouterr().out
+    assert "| gate/lecture | gate/dpo | total |" in out and "gate/lecture 10, gate/dpo 10 (total 235)" in out
+    with open(table, newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert [c for c in row if c.startswith("gate/")] == [
+        *("gate/lecture", "gate/lecture/reward", "gate/lecture/steps"),
+        *("gate/dpo", "gate/dpo/reward", "gate/dpo/steps"),
+    ]
+    assert (row["gate/lecture"], row["gate/lecture/reward"], row["gate/lecture/steps"]) == ("fail", "", "0")
+    assert row["gate/dpo"] == "fail" and "gate/dpo: dpo.py missing" in row["notes"]
+    assert "gate/lecture: sort_distance_reward is a stub" in row["notes"]
+    main([str(folder), "--csv", str(table), "--seed", "3", "--gate", "none"])
+    assert "gate/" not in capsys.readouterr().out and "gate/" not in table.read_text()
