@@ -232,6 +232,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--timeout",
                     "--memory_mb",
                     "--no_sandbox",
+                    "--jobs",
                     "--threshold",
                     "--run_name",
                     *LAUNCHER_FLAGS,
