@@ -234,6 +234,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--memory_mb",
                     "--no_sandbox",
                     "--gate_timeout",
+                    "--jobs",
                     "--threshold",
                     "--run_name",
                     *LAUNCHER_FLAGS,
