@@ -486,6 +486,8 @@ def main(argv: list[str] | None = None) -> None:
         "the answer key included, write wherever you can, and leave processes running",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give 1 or more (submissions graded at once)")
     not_folders = [str(p) for p in args.submissions if not p.is_dir()]
     if not_folders:
         parser.error(f"not a folder: {', '.join(not_folders)} (each submission is a copy of rlhf_practice/rl/)")

@@ -136,6 +136,9 @@ def run_main(main: Callable[[], None]) -> None:
         where = f"process {os.environ['RANK']}: " if _other_process() else ""
         print(f"error: {where}{err}", file=sys.stderr)
         sys.exit(1)
+    finally:  # leave the process group of a run under a launcher, whatever the exit: a process that
+        if torch.distributed.is_initialized():  # exits with it open can abort in gloo's teardown
+            torch.distributed.destroy_process_group()
 
 
 def _other_process() -> bool:
@@ -650,3 +653,5 @@ def training_run(config: TrainConfig) -> Iterator[TrainingRun]:
         run.finish("failed")
         raise
     run.finish("finished")
+    run.accelerator.wait_for_everyone()  # the others wait for the main process's save (run_main then
+    # closes the process group: a process that exits with it open can abort, pytorch/pytorch#190489)

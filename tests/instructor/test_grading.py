@@ -286,6 +286,17 @@ def test_not_a_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert exit_.value.code == 2
 
 
+def test_no_jobs_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path), "--jobs", "0"])
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("error: --jobs 0: give 1 or more (submissions graded at once)")
+    )
+
+
 def test_what_a_refused_entry_is_in_words(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "link").symlink_to("../answer/ppo_answer.py")
