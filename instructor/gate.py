@@ -392,7 +392,8 @@ class Row:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from instructor.grading import Limits, isolation_available
+    from instructor import sandbox
+    from instructor.grading import Limits
     from instructor.mistakes import CATALOG
 
     parser = argparse.ArgumentParser(
@@ -404,7 +405,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     gates = tuple(g for g in GATES if g.name in args.gates)
-    limits, isolate = Limits(seconds=args.timeout, memory_mb=4096), isolation_available()
+    limits, problem = Limits(seconds=args.timeout, memory_mb=4096), sandbox.problem()
+    isolate = problem is None
+    print(f"sandbox: {'yes' if isolate else f'NO ({problem}): the runs go on without it'}", flush=True)
 
     def show(label: str, results: dict[str, GateResult], seconds: float) -> None:
         cells = [

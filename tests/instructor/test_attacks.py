@@ -14,6 +14,10 @@ every graded function the course has:
   overwrites the student files of every later grading tree it finds next to its own; an honest copy
   of the key is graded after it.
 
+They are graded as the grader grades by default, the outcome gates included: a gate trains with the
+submission's own code, which in the sandbox can reach neither the key nor a classmate, and which a table
+of published answers cannot train with. An honest key after the sabotage earns the cases and every gate.
+
 The grading trees go to a folder of this test (``tempfile.tempdir``), so that a sabotage that got out
 could only reach this test's trees. The processes a child starts carry its work folder in their
 environment (HOME) and the sabotage's carry a token in their command line: after grading, /proc holds
@@ -42,6 +46,7 @@ import pytest
 import torch
 
 from instructor import sandbox
+from instructor.gate import GATES
 from instructor.grading import main
 from instructor.release import student_files
 from rlhf_practice.checks import load_cases
@@ -50,7 +55,8 @@ from rlhf_practice.course import GRADED, MODULES, ROOT
 STUBS = {Path(path).stem: source for path, source in student_files().items()}  # {module: stub source}
 KEY = {m: (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
 FUNCTIONS = {m: [g.function for g in GRADED if g.module == m] for m in MODULES}
-FULL_MARKS = sum(g.points for g in GRADED)
+CASE_MARKS = sum(g.points for g in GRADED)
+FULL_MARKS = CASE_MARKS + sum(g.points for g in GATES)  # the cases and every outcome gate
 TOKEN = f"rlhf-attack-{uuid.uuid4().hex}"  # in the command line of every process the sabotage starts
 
 BORROW = '''
@@ -304,8 +310,8 @@ def test_without_the_sandbox_the_borrow_and_the_table_do_score(tmp_path: Path) -
     (tmp_path / "trees").mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(tmp_path / "trees"))  # the walk finds the classmate, not /tmp's files
-        rows = _grade(tmp_path, submissions, "--no_sandbox")
-    assert float(rows["borrow"]["total"]) == FULL_MARKS
+        rows = _grade(tmp_path, submissions, "--no_sandbox", "--gate", "none")  # the cases show it
+    assert float(rows["borrow"]["total"]) == CASE_MARKS
     published = [int(v.split("/")[0]) for k, v in rows["lookup_table"].items() if k.endswith("/published")]
     assert sum(published) > 0  # it does answer the published cases: only fresh inputs keep its points at 0
     assert {row["sandbox"] for row in rows.values()} == {"no"}
