@@ -362,7 +362,8 @@ def _grade_gates(result: Grade, files: dict[str, bytes], gates: tuple, limits: L
     result.gates = run_gates(files, gates, limits, isolate)
     result.notes += [g.note for g in result.gates.values() if g.note]
     shown = ", ".join(f"{name} {g.shown} ({g.seconds:.0f} s)" for name, g in result.gates.items())
-    print(f"  gates: {shown}; {time.perf_counter() - start:.0f} s with the judge", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - start  # with --jobs, lines of several submissions interleave: name it
+    print(f"  {result.submission} gates: {shown}; {seconds:.0f} s with the judge", file=sys.stderr, flush=True)
 
 
 def _gate_cell(gate: GateResult) -> str:
