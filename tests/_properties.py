@@ -1348,6 +1348,34 @@ def _number_in(out: object, hi: int) -> str | None:
     return None if 0 <= out <= hi else f"returned {out:g}, outside [0, {hi}]"
 
 
+def _sort_laws_of_both(function: str, most: Callable[[int], int]) -> None:
+    """The laws both sort rewards obey; ``most(n)`` is the reward's largest value for n numbers."""
+
+    @law(
+        function,
+        "prompt_order_irrelevant",
+        "reordering the prompt changes nothing (only its sorted version matters)",
+        _sort,
+    )
+    def _(fn, ex):
+        prompt, response = ex["prompt"], ex["response"]
+        a, b = fn(list(prompt), list(response)), fn([prompt[i] for i in ex["order"]], list(response))
+        return None if a == b else f"{b!r} for the reordered prompt, {a!r} before"
+
+    @law(
+        function,
+        "inputs_unchanged",
+        "prompt and response stay unchanged (as lists and as tensors), and the result is a Python number",
+        _sort,
+    )
+    def _(fn, ex):
+        prompt, response = list(ex["prompt"]), list(ex["response"])
+        if bad := unchanged(fn, (prompt, response)):
+            return bad
+        out = fn(torch.tensor(ex["prompt"]), torch.tensor(ex["response"]))
+        return _number_in(out, most(len(prompt)))
+
+
 @law(
     "sort_distance_reward",
     "sorted_prompt_scores_n",
@@ -1380,30 +1408,7 @@ def _(fn, ex):
     return None if out == expected else f"response {shuffled} scored {out!r}, expected {expected:g}"
 
 
-@law(
-    "sort_distance_reward",
-    "prompt_order_irrelevant",
-    "reordering the prompt changes nothing (only its sorted version matters)",
-    _sort,
-)
-def _(fn, ex):
-    prompt, response = ex["prompt"], ex["response"]
-    a, b = fn(list(prompt), list(response)), fn([prompt[i] for i in ex["order"]], list(response))
-    return None if a == b else f"{b!r} for the reordered prompt, {a!r} before"
-
-
-@law(
-    "sort_distance_reward",
-    "inputs_unchanged",
-    "prompt and response stay unchanged (as lists and as tensors), and the result is a Python number",
-    _sort,
-)
-def _(fn, ex):
-    prompt, response = list(ex["prompt"]), list(ex["response"])
-    if bad := unchanged(fn, (prompt, response)):
-        return bad
-    out = fn(torch.tensor(ex["prompt"]), torch.tensor(ex["response"]))
-    return _number_in(out, len(prompt))
+_sort_laws_of_both("sort_distance_reward", lambda n: n)
 
 
 @law(
@@ -1434,30 +1439,7 @@ def _(fn, ex):
     return None if out == expected else f"{response} scored {out!r}, expected {expected}"
 
 
-@law(
-    "sort_inclusion_ordering_reward",
-    "prompt_order_irrelevant",
-    "reordering the prompt changes nothing",
-    _sort,
-)
-def _(fn, ex):
-    prompt, response = ex["prompt"], ex["response"]
-    a, b = fn(list(prompt), list(response)), fn([prompt[i] for i in ex["order"]], list(response))
-    return None if a == b else f"{b!r} for the reordered prompt, {a!r} before"
-
-
-@law(
-    "sort_inclusion_ordering_reward",
-    "inputs_unchanged",
-    "prompt and response stay unchanged (as lists and as tensors), and the result is a Python number",
-    _sort,
-)
-def _(fn, ex):
-    prompt, response = list(ex["prompt"]), list(ex["response"])
-    if bad := unchanged(fn, (prompt, response)):
-        return bad
-    out = fn(torch.tensor(ex["prompt"]), torch.tensor(ex["response"]))
-    return _number_in(out, 2 * len(prompt) - 1)
+_sort_laws_of_both("sort_inclusion_ordering_reward", lambda n: 2 * n - 1)
 
 
 # --- compute_deltas (§10.2) ---------------------------------------------------------------------------
