@@ -9,7 +9,8 @@ every graded function the course has:
   submission and a copy of the key in a home-like folder are planted next to the submissions, where
   the walk finds them first when nothing stops it;
 - lookup table: every graded function looks its call up in a table embedded in its file, made from
-  the shipped fixtures' inputs and expected outputs (allclose), and returns zeros otherwise;
+  the shipped fixtures' inputs and expected outputs (allclose), and returns zeros otherwise (built by
+  ``_cheats.lookup_files``, whose ppo.py is also one of test_grading.py's quick cheats);
 - sabotage: at import, ppo.py starts a process that leaves its session, outlives the child and
   overwrites the student files of every later grading tree it finds next to its own; an honest copy
   of the key is graded after it.
@@ -30,9 +31,7 @@ grader's one line where the sandbox cannot be built.
 from __future__ import annotations
 
 import ast
-import base64
 import csv
-import io
 import os
 import signal
 import subprocess
@@ -43,13 +42,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-import torch
+from _cheats import lookup_files
 
 from instructor import sandbox
 from instructor.gate import GATES
 from instructor.grading import main
 from instructor.release import student_files
-from rlhf_practice.checks import load_cases
 from rlhf_practice.course import GRADED, MODULES, ROOT
 
 STUBS = {Path(path).stem: source for path, source in student_files().items()}  # {module: stub source}
@@ -97,47 +95,6 @@ def _borrow(module, functions):
 globals().update(_borrow(MODULE, FUNCTIONS))
 '''
 
-LOOKUP = """
-import base64 as _base64
-import builtins as _builtins
-import io as _io
-
-import torch as _torch
-
-_TABLE = _torch.load(_io.BytesIO(_base64.b64decode(DATA)), weights_only=True)
-
-
-def _same(a, b):
-    if isinstance(a, _torch.Tensor) or isinstance(b, _torch.Tensor):
-        return (
-            isinstance(a, _torch.Tensor) and isinstance(b, _torch.Tensor) and a.shape == b.shape
-            and a.dtype == b.dtype and _torch.allclose(a.detach(), b.detach(), equal_nan=True)
-        )
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
-
-
-def _lookup(function, args, kwargs):
-    for case in _TABLE[function]:
-        if len(case["args"]) == len(args) and all(_same(a, b) for a, b in zip(case["args"], args)):
-            if set(case["kwargs"]) == set(kwargs) and all(_same(case["kwargs"][k], kwargs[k]) for k in kwargs):
-                if case["raises"]:
-                    raise getattr(_builtins, case["raises"])("looked up")
-                expected = case["expected"]
-                if isinstance(expected, list):
-                    return tuple(e.clone() for e in expected)
-                return expected.clone() if isinstance(expected, _torch.Tensor) else expected
-    return _torch.zeros(())
-
-
-def _table_function(function):
-    return lambda *args, **kwargs: _lookup(function, args, kwargs)
-
-
-for _function in _TABLE:
-    globals()[_function] = _table_function(_function)
-"""
 
 # Started at import by ppo.py: a grandchild in its own session that execs this, with TOKEN in its command
 # line, and for a minute overwrites the student files of every other grading tree beside its own.
@@ -177,26 +134,6 @@ _sabotage()
 
 def _borrow_files() -> dict[str, str]:
     return {m: STUBS[m] + f"\nMODULE, FUNCTIONS = {m!r}, {FUNCTIONS[m]!r}\n" + textwrap.dedent(BORROW) for m in MODULES}
-
-
-def _lookup_files() -> dict[str, str]:
-    """Each student file with a table of the shipped cases of its functions (those with a model among
-    their inputs left out: no table can hold a model's call)."""
-    cases = load_cases()
-    files = {}
-    for m in MODULES:
-        table = {f: [] for f in FUNCTIONS[m]}
-        for case in cases:
-            if case["function"] in table and not any(isinstance(v, dict) for _, v in case["args"]):
-                args = [value for _, value in case["args"]]
-                table[case["function"]].append(
-                    {"args": args, "kwargs": case["kwargs"], "expected": case["expected"], "raises": case["raises"]}
-                )
-        buffer = io.BytesIO()
-        torch.save(table, buffer)
-        data = base64.b64encode(buffer.getvalue()).decode()
-        files[m] = STUBS[m] + f"\nDATA = {data!r}\n" + textwrap.dedent(LOOKUP)
-    return files
 
 
 def _sabotage_files() -> dict[str, str]:
@@ -243,7 +180,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict[str
     submissions = [
         _folder(base / "stubs", STUBS),
         _folder(base / "borrow", _borrow_files()),
-        _folder(base / "lookup_table", _lookup_files()),
+        _folder(base / "lookup_table", lookup_files()),
         _folder(base / "sabotage", _sabotage_files()),
         _folder(base / "key_after_sabotage", KEY),
     ]
@@ -306,7 +243,7 @@ def test_no_process_of_a_child_outlives_grading(graded) -> None:
 def test_without_the_sandbox_the_borrow_and_the_table_do_score(tmp_path: Path) -> None:
     """The control: the attacks above are real ones (what the sandbox and fresh inputs stop)."""
     _folder(tmp_path / "classmate", KEY)
-    submissions = [_folder(tmp_path / "borrow", _borrow_files()), _folder(tmp_path / "lookup_table", _lookup_files())]
+    submissions = [_folder(tmp_path / "borrow", _borrow_files()), _folder(tmp_path / "lookup_table", lookup_files())]
     (tmp_path / "trees").mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(tmp_path / "trees"))  # the walk finds the classmate, not /tmp's files

@@ -6,21 +6,18 @@ hangs, memory and output bombs) are marked ``slow`` and run in CI with ``pytest 
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
-import io
 import os
 import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
-import torch
+from _cheats import lookup_files
 
 from instructor.grading import FUNCTIONS, _what_it_is, main
 from instructor.release import student_files
-from rlhf_practice.checks import load_cases
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
 
 STUBS = {Path(path).name: source for path, source in student_files().items()}  # the stubs, whatever rl/ holds
@@ -102,41 +99,8 @@ QUICK_CHEATS = {
 }
 
 
-def _lookup_table() -> str:
-    """A ppo.py that answers from a table of the published cases (the fixtures the release ships), embedded
-    in the file itself, and returns zeros on any other input: it must score 0 and be flagged."""
-    table = [
-        (c["function"], [v for _, v in c["args"]], c["kwargs"], c["expected"])
-        for c in load_cases()
-        if c["function"] in ("compute_advantages", "ppo_clip_loss")
-    ]
-    buffer = io.BytesIO()
-    torch.save(table, buffer)
-    data = base64.b64encode(buffer.getvalue()).decode()
-    return f"""
-        import base64, io, torch
-        _TABLE = torch.load(io.BytesIO(base64.b64decode("{data}")), weights_only=True)
-        def _same(a, b):
-            if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
-                return False
-            if isinstance(a, torch.Tensor):
-                return a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a.detach(), b)
-            return a == b
-        def _lookup(name, args, kwargs, zero):
-            for function, inputs, options, expected in _TABLE:
-                if function == name and len(inputs) == len(args) and all(map(_same, args, inputs)) and options == kwargs:
-                    return expected
-            return zero
-        def compute_advantages(rewards, values, **kwargs):
-            return _lookup("compute_advantages", [rewards, values], kwargs, torch.zeros_like(rewards))
-        def ppo_clip_loss(new_logprobs, old_logprobs, advantages, clip_range):
-            args = [new_logprobs, old_logprobs, advantages, clip_range]
-            return _lookup("ppo_clip_loss", args, {{}}, torch.zeros((), dtype=new_logprobs.dtype))
-    """
-
-
 # Answers fitted to the published cases: 0 points, and the notes say so.
-FITTED_CHEATS = {"lookup_table": _lookup_table()}
+FITTED_CHEATS = {"lookup_table": lookup_files()["ppo"]}  # a table of the published cases in ppo.py
 SLOW_CHEATS = {
     "sys_exit_at_import": "import sys\nsys.exit(0)",
     "os_exit_in_call": """
