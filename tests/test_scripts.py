@@ -272,6 +272,7 @@ def test_unreachable_hub_fails_at_once_with_the_way_out(tmp_path: Path, capsys, 
     assert "Retrying" not in err and not run.exists()
 
 
+@pytest.mark.slow  # two subprocess runs, ~10 s: in .ci/run's slow line, out of the 2-minute default suite
 def test_experiments_command_prints_its_table(capsys, working_token_impl: str) -> None:
     """scripts/experiments.py (the tables of TASKS.md's experiments), on two tiny steps per run; it
     starts each run as a subprocess, as a user would."""
