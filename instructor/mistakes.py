@@ -589,6 +589,8 @@ def log_of_ratio(logprobs, ref_logprobs, mask, estimator="k3"):
 
 @right("per_token_kl")
 def expm1_and_where(logprobs, ref_logprobs, mask, estimator="k3"):
+    if estimator not in ("k1", "k3"):
+        raise ValueError(f"estimator={estimator!r}")
     d = logprobs - ref_logprobs
     kl = d if estimator == "k1" else torch.expm1(-d) + d
     return torch.where(mask > 0, kl, torch.zeros_like(kl))

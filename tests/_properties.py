@@ -849,6 +849,21 @@ def _(fn, ex):
 
 @law(
     "per_token_kl",
+    "unknown_estimator_raises",
+    "an estimator other than 'k1' or 'k3' raises ValueError",
+    st.fixed_dictionaries({"ex": _kl, "estimator": st.sampled_from(["k2", "K3", "kl", ""])}),
+    examples=8,
+)
+def _(fn, ex):
+    try:
+        out = fn(ex["ex"]["logprobs"], ex["ex"]["ref_logprobs"], ex["ex"]["mask"], ex["estimator"])
+    except ValueError:
+        return None
+    return f"{got(out)} instead of raising ValueError"
+
+
+@law(
+    "per_token_kl",
     "gradcheck",
     "autograd's gradient w.r.t. logprobs equals float64 central differences",
     _kl,
