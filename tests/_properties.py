@@ -250,6 +250,15 @@ def unchanged(fn: Callable, args: tuple) -> str | None:
     return None
 
 
+def raises_value_error(call: Callable[[], object]) -> str | None:
+    """None when ``call()`` raises ValueError (an unknown mode argument), else what it returned instead."""
+    try:
+        out = call()
+    except ValueError:
+        return None
+    return f"{got(out)} instead of raising ValueError"
+
+
 def gradcheck(f: Callable, inputs: list[torch.Tensor], names: str) -> str | None:
     """torch.autograd.gradcheck of ``f`` at ``inputs`` (float64); None if autograd agrees with central differences."""
     leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
@@ -855,11 +864,9 @@ def _(fn, ex):
     examples=8,
 )
 def _(fn, ex):
-    try:
-        out = fn(ex["ex"]["logprobs"], ex["ex"]["ref_logprobs"], ex["ex"]["mask"], ex["estimator"])
-    except ValueError:
-        return None
-    return f"{got(out)} instead of raising ValueError"
+    return raises_value_error(
+        lambda: fn(ex["ex"]["logprobs"], ex["ex"]["ref_logprobs"], ex["ex"]["mask"], ex["estimator"])
+    )
 
 
 @law(
@@ -1311,11 +1318,7 @@ def _(fn, ex):
     examples=8,
 )
 def _(fn, ex):
-    try:
-        out = fn(*_gclip_args(ex["ex"], loss_type=ex["loss_type"]))
-    except ValueError:
-        return None
-    return f"{got(out)} instead of raising ValueError"
+    return raises_value_error(lambda: fn(*_gclip_args(ex["ex"], loss_type=ex["loss_type"])))
 
 
 @law(
@@ -1569,11 +1572,7 @@ def _(fn, ex):
     examples=8,
 )
 def _(fn, ex):
-    try:
-        out = fn(ex["ex"]["rewards"], ex["mode"])
-    except ValueError:
-        return None
-    return f"{got(out)} instead of raising ValueError"
+    return raises_value_error(lambda: fn(ex["ex"]["rewards"], ex["mode"]))
 
 
 @law(
@@ -1716,11 +1715,7 @@ def _(fn, ex):
 )
 def _(fn, ex):
     lp, deltas, _, old, eps = _loss_args(ex["ex"])
-    try:
-        out = fn(lp, deltas, ex["mode"], old, eps)
-    except ValueError:
-        return None
-    return f"{got(out)} instead of raising ValueError"
+    return raises_value_error(lambda: fn(lp, deltas, ex["mode"], old, eps))
 
 
 @law(
