@@ -24,7 +24,7 @@ import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from rlhf_practice.course import GRADED, probe_args
+from rlhf_practice.course import GRADED, module_of, probe_args
 
 SECTION = {g.function: g.section for g in GRADED}
 # The graded functions without a gradient check, and why (every other one has a law named "gradcheck",
@@ -64,6 +64,11 @@ class Property:
     inputs: st.SearchStrategy  # draws one example: {input name: value}
     check: Callable[[Callable, dict], str | None]  # None, or what the function did instead
     examples: int = 15
+
+    @property
+    def test_id(self) -> str:
+        """Its test's id in tests/test_properties.py: student file-function-law."""
+        return f"{module_of(self.function)}-{self.function}-{self.name}"
 
 
 PROPERTIES: list[Property] = []

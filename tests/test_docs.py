@@ -369,7 +369,7 @@ def _k_selects(expression: str) -> set[str]:
     """The graded functions whose tests ``pytest -m graded -k expression`` selects (a name matches where
     it is a part of a test's name, as pytest's -k does)."""
     tests = [(test, case["function"]) for test, case in zip(_graded_test_names(), recorded_cases())]
-    tests += [(f"test_property[{module_of(p.function)}-{p.function}-{p.name}]", p.function) for p in PROPERTIES]
+    tests += [(f"test_property[{p.test_id}]", p.function) for p in PROPERTIES]
     return {
         function
         for test, function in tests

@@ -20,9 +20,7 @@ from rlhf_practice.course import module_of
 pytestmark = pytest.mark.graded
 
 
-@pytest.mark.parametrize(
-    "prop", [pytest.param(p, id=f"{module_of(p.function)}-{p.function}-{p.name}") for p in PROPERTIES]
-)
+@pytest.mark.parametrize("prop", [pytest.param(p, id=p.test_id) for p in PROPERTIES])
 def test_property(impl, prop: Property) -> None:
     message = failure(prop, getattr(student_module(impl, module_of(prop.function)), prop.function))
     if message:
