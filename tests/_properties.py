@@ -255,6 +255,11 @@ def unchanged(fn: Callable, args: tuple) -> str | None:
     return None
 
 
+def each_row(fn: Callable, args: list, rows: int) -> list:
+    """``fn`` called on each row of the batch alone: every tensor argument cut to row i (kept 2-D), the rest as is."""
+    return [fn(*(a[i : i + 1] if isinstance(a, torch.Tensor) else a for a in args)) for i in range(rows)]
+
+
 def raises_value_error(call: Callable[[], object]) -> str | None:
     """None when ``call()`` raises ValueError (an unknown mode argument), else what it returned instead."""
     try:
@@ -1116,7 +1121,7 @@ def _(fn, ex):
     counts = m.sum(dim=1)
     if counts.sum() == 0:
         return None
-    rows = [fn(*(a[i : i + 1] if isinstance(a, torch.Tensor) else a for a in args)) for i in range(len(m))]
+    rows = each_row(fn, args, len(m))
     for j, name in enumerate(("policy_loss", "value_loss")):
         expected = sum(c.item() * r[j].item() for c, r in zip(counts, rows)) / counts.sum().item()
         if abs(out[j].item() - expected) > TOL:
@@ -1284,7 +1289,7 @@ def _(fn, ex):
     out = fn(*args)
     if bad := _number(out):
         return bad
-    rows = [fn(*(a[i : i + 1] if isinstance(a, torch.Tensor) else a for a in args)).item() for i in range(len(m))]
+    rows = [r.item() for r in each_row(fn, args, len(m))]
     weights = m.sum(dim=1).tolist() if loss_type == "dapo" else [1.0] * len(m)
     if sum(weights) == 0:
         return None
