@@ -31,11 +31,16 @@ def compute_group_advantages(
     where std is the group's own std (torch's default, unbiased), not the whole batch's. Flatten
     back to (N,), in the same order as ``rewards``.
 
+    A tied group (all K rewards equal) says nothing about which reply is better: its advantages are
+    exactly 0, whatever the reward's value and dtype. Rounding alone does not give that: in float32
+    the mean of eight rewards of 1.4 is off by ~1e-7 and their std is ~1e-7, far above eps, so the
+    formula above gives each of them +0.87. Set a tied group's advantages to 0 yourself (TASKS.md §3.2).
+
     Args:
         rewards: (N,) float with N = B * K; the K replies of one prompt are consecutive.
         group_size: K, the replies per prompt (>= 2).
         normalize: divide by the group's std + eps (DeepSeekMath's GRPO); if False, only centre.
-        eps: keeps a group whose rewards are all equal at advantage 0 instead of NaN.
+        eps: added to the group's std, so that dividing by it never gives NaN or inf.
 
     Returns:
         (N,) advantages, same dtype and device as ``rewards``. Inputs are not modified.
@@ -44,7 +49,8 @@ def compute_group_advantages(
     advantages = grouped - grouped.mean(dim=1, keepdim=True)
     if normalize:
         advantages = advantages / (grouped.std(dim=1, keepdim=True) + eps)
-    return advantages.reshape(-1)
+    tied = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # (B, 1): every reply got the first one's reward
+    return advantages.masked_fill(tied, 0.0).reshape(-1)
 
 
 def grpo_loss(logprobs: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:

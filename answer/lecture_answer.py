@@ -73,16 +73,19 @@ def compute_deltas(rewards: torch.Tensor, mode: str) -> torch.Tensor:
         mode: one of the four above; any other value raises ValueError naming the modes.
 
     Returns:
-        [batch, trial] deltas, same dtype and device. A row of equal rewards gives 0s in the centered
-        and normalized modes (never NaN). Inputs are not modified.
+        [batch, trial] deltas, same dtype and device. A row of equal rewards (a tie) gives exactly 0s
+        in the centered and normalized modes, never NaN, whatever the reward: rounding alone does not
+        (in float32 a row of eight 12.4s has a mean off by ~1e-6 and a std of ~1e-6, which the 1e-5
+        does not swamp), so set a tied row to 0 yourself (TASKS.md §10.2). Inputs are not modified.
     """
     if mode == "rewards":
         return rewards
-    if mode == "centered_rewards":
-        return rewards - rewards.mean(dim=-1, keepdim=True)
-    if mode == "normalized_rewards":
-        centered = rewards - rewards.mean(dim=-1, keepdim=True)
-        return centered / (rewards.std(dim=-1, keepdim=True) + 1e-5)
+    if mode in ("centered_rewards", "normalized_rewards"):
+        deltas = rewards - rewards.mean(dim=-1, keepdim=True)
+        if mode == "normalized_rewards":
+            deltas = deltas / (rewards.std(dim=-1, keepdim=True) + 1e-5)
+        tied = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)  # every trial got the first one's reward
+        return deltas.masked_fill(tied, 0.0)
     if mode == "max_rewards":
         best = rewards.max(dim=-1, keepdim=True).values
         return torch.where(rewards == best, rewards, torch.zeros_like(rewards))

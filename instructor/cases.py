@@ -86,6 +86,7 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "grads": grads,
         "modes": {name: m.training for name, m in called.items() if isinstance(m, torch.nn.Module)},
         "unmodified": extra.pop("unmodified", False),
+        "atol": extra.pop("atol", None),
         "book": extra.pop("book", ""),
         "outputs": outputs,
         "raises": raises,
@@ -171,6 +172,21 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype)[6:]  # "float32"
 
 
+# A tie: every reward of a group (or every advantage) equal. Its advantages are 0 "to within 0.01" (DESIGN),
+# also where rounding puts the float32 mean an ulp off and the std far above eps; a tie case checks that.
+TIE_TOLERANCE = 0.01
+
+
+def _tie_value(g: torch.Generator, n: int = 8) -> float:
+    """A reward for a tie of ``n``: one whose float32 mean over ``n`` replies is off by an ulp (over 8, 2.2 is exact
+    and 12.4 is not)."""
+    while True:
+        value = _uniform(g, -20, 20, 1).item()
+        tie = torch.full((n,), value, dtype=torch.float32)
+        if tie.mean() != tie[0]:
+            return value
+
+
 # ----------------------------------------------------------------------------- compute_advantages (§1.2)
 
 
@@ -222,6 +238,19 @@ def advantage_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "compute_advantages with all advantages equal",
         [("rewards", rewards), ("values", values)],
     )
+    for dtype in DTYPES:  # equal advantages whose float32 mean is off by an ulp: 0 all the same (to within 0.01)
+        rewards, values = torch.full((8,), 1.4, dtype=dtype), torch.zeros(8, dtype=dtype)
+        if fresh:
+            n = int(torch.randint(5, 65, (), generator=g))
+            rewards = torch.full((n,), _tie_value(g, n), dtype=dtype)
+            values = torch.full_like(rewards, _uniform(g, -0.5, 0.5, 1).item())
+        add(
+            f"equal_advantages_non_dyadic_{_name(dtype)}",
+            f"compute_advantages on {len(rewards)} replies with rewards - values all equal to "
+            f"{(rewards - values)[0].item():.4g} ({dtype}), normalize=True: the advantages are 0 (to within 0.01)",
+            [("rewards", rewards), ("values", values)],
+            atol=TIE_TOLERANCE,
+        )
     for dtype in DTYPES:
         for shape in ((5,), (64,), (257,), (4, 8)):
             for normalize in (True, False):
@@ -381,6 +410,22 @@ def group_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             [("rewards", rewards), ("group_size", 4)],
             kwargs={"normalize": normalize},
         )
+    for dtype in DTYPES:  # ties at values whose float32 mean is off by an ulp, beside a group that is not tied
+        values, spread = [1.4, 0.4, 1 / 3], torch.tensor([0.0, 1.0, 0.5, 0.2, 0.9, 0.4, 0.7, 0.6])
+        if fresh:
+            values, spread = [_tie_value(g) for _ in range(3)], _uniform(g, -1, 1, 8)
+        groups = [torch.full((8,), v, dtype=F64) for v in values] + [spread]
+        rewards = torch.cat([groups[i] for i in (_perm(g, 4).tolist() if fresh else range(4))]).to(dtype)
+        tied = ", ".join(f"{v:.4g}" for v in values)
+        for normalize in (True, False):
+            add(
+                f"tied_groups_non_dyadic_{_name(dtype)}_normalize_{normalize}",
+                f"compute_group_advantages on 4 groups of 8 ({dtype}), three tied (all 8 rewards {tied}) and one "
+                f"not, normalize={normalize}: a tied group's advantages are 0 (to within 0.01)",
+                [("rewards", rewards), ("group_size", 8)],
+                kwargs={"normalize": normalize},
+                atol=TIE_TOLERANCE,
+            )
     rewards = torch.tensor(BOOK_GROUP_REWARDS)
     if fresh:
         rewards = _uniform(g, -1, 1, 6, dtype=torch.float32)
@@ -1009,6 +1054,21 @@ def deltas_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             "all got the same reward)",
             [("rewards", equal), ("mode", mode)],
         )
+    for dtype in DTYPES:  # rows tied at values whose float32 mean is off by an ulp, beside a row that is not tied
+        values, spread = [12.4, 1.4], torch.tensor([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+        if fresh:
+            values, spread = [_tie_value(g) for _ in range(2)], _uniform(g, 0, 8, 8)
+        rows = [torch.full((8,), v, dtype=F64) for v in values] + [spread]
+        ties = torch.stack([rows[i] for i in (_perm(g, 3).tolist() if fresh else range(3))]).to(dtype)
+        for mode in DELTA_MODES[1:3]:
+            add(
+                f"tied_rows_non_dyadic_{_name(dtype)}_{mode}",
+                f"compute_deltas on 3 rows of 8 trials ({dtype}), two tied (all 8 rewards "
+                f"{', '.join(f'{v:.4g}' for v in values)}) and one not, mode={mode!r}: a tied row's deltas are 0 "
+                "(to within 0.01)",
+                [("rewards", ties), ("mode", mode)],
+                atol=TIE_TOLERANCE,
+            )
     one = torch.tensor([[3.0, 5.0, 5.0, 1.0, 4.0]])
     if fresh:
         one = torch.randint(0, 8, (1, 5), generator=g).float()

@@ -27,6 +27,7 @@ To catalogue a new mistake: write its function below, in its graded function's s
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import Counter
 from collections.abc import Callable
@@ -87,6 +88,37 @@ def wrong_variants(function: str) -> list[Variant]:
     return [v for v in CATALOG if v.function == function and v.verdict == "wrong"]
 
 
+def tie_zeroed(fn: Callable) -> Callable:
+    """``fn`` with a tie handled as the key handles it: the advantages of a tied group (compute_group_advantages),
+    of equal advantages (compute_advantages, normalized) or the deltas of a tied row (compute_deltas, centered and
+    normalized) are 0. For the variants whose one mistake is elsewhere: their results on a tie case then do not
+    coincide with the tie mistake's, which would name their mistake for it."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def variant(*args, **kwargs):
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
+        x, rewards = call.arguments, call.arguments["rewards"]
+        if "group_size" in x:  # (N,): each reply, whether its group is tied
+            grouped = rewards.detach().view(-1, x["group_size"])
+            tied = (grouped == grouped[:, :1]).all(dim=1, keepdim=True).expand_as(grouped).reshape(-1)
+        elif "values" in x:  # 0-dim: whether every advantage is the same
+            a = (rewards - x["values"]).detach()
+            tied = (a == a.flatten()[0]).all() & x["normalize"]
+        else:  # (batch, 1): whether a row is tied, in the two modes that centre it
+            tied = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)
+            tied &= x["mode"] in ("centered_rewards", "normalized_rewards")
+        out = fn(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and (
+            tied.dim() == 0 or tied.numel() == out.numel() or tied.dim() == out.dim()
+        ):
+            return out.masked_fill(tied.view(out.shape) if tied.numel() == out.numel() else tied, 0.0)
+        return out
+
+    return variant
+
+
 # compute_advantages: ppo.py, TASKS.md §1.2
 
 
@@ -95,7 +127,8 @@ def no_grad_block(rewards, values, normalize=True, eps=1e-8):
     with torch.no_grad():
         a = rewards - values
     if normalize:
-        a = (a - a.mean()) / (a.std() + eps)
+        tie = bool((a == a.flatten()[0]).all())
+        a = torch.zeros_like(a) if tie else (a - a.mean()) / (a.std() + eps)
     return a
 
 
@@ -104,11 +137,24 @@ def std_mean(rewards, values, normalize=True, eps=1e-8):
     a = rewards - values.detach()
     if not normalize:
         return a
-    std, mean = torch.std_mean(a)
-    return (a - mean) / (std + eps)
+    std, mean = torch.std_mean(a.double())  # in float64: a float32 tie is then 0 to within ~1e-8
+    return ((a - mean) / (std + eps)).to(a.dtype)
+
+
+@wrong(
+    "compute_advantages",
+    "all advantages equal but not 0: rounding puts the float32 mean ~1e-7 off and the std ~1e-7, far above eps, and "
+    "(A - mean) / (std + eps) makes that noise about +-0.9; when every advantage is the same, return 0s",
+)
+def equal_advantages_not_zero(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        a = (a - a.mean()) / (a.std() + eps)
+    return a
 
 
 @wrong("compute_advantages", "normalize flag ignored (with normalize=False return rewards - values unchanged)")
+@tie_zeroed
 def always_normalizes(rewards, values, normalize=True, eps=1e-8):
     a = rewards - values.detach()
     return (a - a.mean()) / (a.std() + eps)
@@ -152,6 +198,7 @@ def mean_subtracted_no_std(rewards, values, normalize=True, eps=1e-8):
 
 
 @wrong("compute_advantages", "rewards alone (the value baseline V(s) was not subtracted)")
+@tie_zeroed
 def no_value_baseline(rewards, values, normalize=True, eps=1e-8):
     a = rewards
     if normalize:
@@ -160,6 +207,7 @@ def no_value_baseline(rewards, values, normalize=True, eps=1e-8):
 
 
 @wrong("compute_advantages", "missing detach")
+@tie_zeroed
 def values_not_detached(rewards, values, normalize=True, eps=1e-8):
     a = rewards - values
     if normalize:
@@ -176,6 +224,7 @@ def no_eps(rewards, values, normalize=True, eps=1e-8):
 
 
 @wrong("compute_advantages", "in place")
+@tie_zeroed
 def rewards_in_place(rewards, values, normalize=True, eps=1e-8):
     rewards -= values.detach()
     if normalize:
@@ -185,6 +234,7 @@ def rewards_in_place(rewards, values, normalize=True, eps=1e-8):
 
 
 @wrong("compute_advantages", "dtype")
+@tie_zeroed
 def float32_cast(rewards, values, normalize=True, eps=1e-8):
     a = (rewards - values.detach()).float()
     if normalize:
@@ -345,6 +395,9 @@ def loop_over_groups(rewards, group_size, normalize=True, eps=1e-8):
     out = []
     for i in range(0, rewards.numel(), group_size):
         g = rewards[i : i + group_size]
+        if bool((g == g[0]).all()):  # a tie: no reply is better than another
+            out.append(torch.zeros_like(g))
+            continue
         a = g - g.mean()
         if normalize:
             a = a / (g.std() + eps)
@@ -354,12 +407,37 @@ def loop_over_groups(rewards, group_size, normalize=True, eps=1e-8):
 
 @right("compute_group_advantages")
 def repeat_interleave_stats(rewards, group_size, normalize=True, eps=1e-8):
-    g = rewards.reshape(-1, group_size)
+    g = rewards.reshape(-1, group_size).double()  # statistics in float64: a float32 tie is then 0 to within ~1e-8
     mean = g.mean(1).repeat_interleave(group_size)
-    a = rewards - mean
+    a = rewards.double() - mean
     if normalize:
         a = a / (g.std(1).repeat_interleave(group_size) + eps)
-    return a
+    return a.to(rewards.dtype)
+
+
+@right("compute_group_advantages")
+def where_std_is_rounding(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    std = g.std(dim=1, keepdim=True)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / (std + eps)
+    tie = std <= 16 * torch.finfo(g.dtype).eps * g.abs().amax(dim=1, keepdim=True)  # a spread of a few ulps
+    return torch.where(tie, torch.zeros_like(a), a).reshape(-1)
+
+
+@wrong(
+    "compute_group_advantages",
+    "a tied group (all K rewards equal) got advantages that are not 0: rounding puts its float32 mean ~1e-7 off and its "
+    "std ~1e-7, far above eps, and (r - mean) / (std + eps) makes that noise about +-0.9 (+-12 beside other groups); "
+    "set a tied group's advantages to 0",
+)
+def tied_group_not_zero(rewards, group_size, normalize=True, eps=1e-8):
+    g = rewards.view(-1, group_size)
+    a = g - g.mean(dim=1, keepdim=True)
+    if normalize:
+        a = a / (g.std(dim=1, keepdim=True) + eps)
+    return a.reshape(-1)
 
 
 @wrong(
@@ -399,6 +477,7 @@ def statistics_across_prompts(rewards, group_size, normalize=True, eps=1e-8):
 
 
 @wrong("compute_group_advantages", "normalize flag ignored")
+@tie_zeroed
 def group_always_normalizes(rewards, group_size, normalize=True, eps=1e-8):
     g = rewards.view(-1, group_size)
     a = (g - g.mean(dim=1, keepdim=True)) / (g.std(dim=1, keepdim=True) + eps)
@@ -477,6 +556,7 @@ def not_flattened(rewards, group_size, normalize=True, eps=1e-8):
 
 
 @wrong("compute_group_advantages", "in place")
+@tie_zeroed
 def group_rewards_in_place(rewards, group_size, normalize=True, eps=1e-8):
     g = rewards.view(-1, group_size)
     g -= g.mean(dim=1, keepdim=True).clone()
@@ -1375,10 +1455,12 @@ def match_statement(rewards, mode):
     match mode:
         case "rewards":
             return rewards
-        case "centered_rewards":
-            return rewards - rewards.mean(-1)[:, None]
-        case "normalized_rewards":
-            return (rewards - rewards.mean(-1)[:, None]) / (rewards.std(-1)[:, None] + 1e-5)
+        case "centered_rewards" | "normalized_rewards":
+            shifted = rewards - rewards[:, :1]  # exact statistics: a tied row is 0s, then 0 exactly
+            centered = shifted - shifted.mean(-1)[:, None]
+            if mode == "centered_rewards":
+                return centered
+            return centered / (shifted.std(-1)[:, None] + 1e-5)
         case "max_rewards":
             best = rewards.max(dim=1).values.unsqueeze(1)
             return torch.where(rewards < best, torch.zeros_like(rewards), rewards)
@@ -1387,13 +1469,15 @@ def match_statement(rewards, mode):
 
 
 def _deltas(rewards, mode, mean, std, best):
-    """The four modes from a mean, a std and a kept-maximum mask: for the variants whose mistake is in one of them."""
+    """The four modes from a mean, a std and a kept-maximum mask: for the variants whose mistake is in one of them.
+    A tied row's centered and normalized deltas are 0, as the key's."""
     if mode == "rewards":
         return rewards
+    tied = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)
     if mode == "centered_rewards":
-        return rewards - mean
+        return (rewards - mean).masked_fill(tied, 0.0)
     if mode == "normalized_rewards":
-        return (rewards - mean) / (std + 1e-5)
+        return ((rewards - mean) / (std + 1e-5)).masked_fill(tied, 0.0)
     if mode == "max_rewards":
         return torch.where(best, rewards, torch.zeros_like(rewards))
     raise ValueError(mode)
@@ -1405,6 +1489,20 @@ def _row_stats(rewards):
         rewards.std(dim=-1, keepdim=True),
         rewards == rewards.max(dim=-1, keepdim=True).values,
     )
+
+
+@wrong(
+    "compute_deltas",
+    "a tied row (all rewards equal) got deltas that are not 0: rounding puts its float32 mean ~1e-6 off and its std "
+    "~1e-6, which the 1e-5 does not swamp; set a tied row's deltas to 0",
+)
+def tied_row_not_zero(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode == "centered_rewards":
+        return rewards - mean
+    if mode == "normalized_rewards":
+        return (rewards - mean) / (std + 1e-5)
+    return _deltas(rewards, mode, mean, std, best)
 
 
 @wrong(
@@ -1507,6 +1605,7 @@ def deltas_unknown_mode_falls_back(rewards, mode):
 
 
 @wrong("compute_deltas", "in place")
+@tie_zeroed
 def deltas_in_place(rewards, mode):
     mean, std, best = _row_stats(rewards)
     if mode in ("centered_rewards", "normalized_rewards"):

@@ -25,6 +25,8 @@ A *case* is one call of a graded function with its expected outcome, recorded fr
                   model's gradient is that of all its parameters, flattened one after the other
     modes         {name of a model input: whether it must be in train mode after the call}
     unmodified    True: the inputs must be unchanged afterwards
+    atol          None, or the absolute tolerance of this case's value where the contract states one (a tied
+                  group's advantages are 0 "to within 0.01"); else the tolerance of the dtype
 
 :func:`run_case` only computes (it is what a grading child process runs on a submission) and
 returns plain tensors; :func:`check_case` only compares (the grader's parent process, and the graded
@@ -182,9 +184,12 @@ def _fmt(t: torch.Tensor) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in values) + more + "]" if t.dim() else f"{t.item():.6g}"
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Equal within the tolerance of ``dtype``; NaN and inf count as equal where both hold them."""
+def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, atol: float | None = None) -> bool:
+    """Equal within the tolerance of ``dtype`` (or within ``atol``, where a case states one); NaN and inf count
+    as equal where both hold them."""
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
+    if atol is not None:
+        tolerance["atol"] = atol
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), equal_nan=True, **tolerance)
 
 
@@ -213,9 +218,11 @@ def _compare_number(actual: object, expected: float, what: str, mistakes: dict) 
     return f"{what}: got {actual:g}, expected {expected:g}.{_named(actual, mistakes)}"
 
 
-def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes: dict) -> str | None:
-    """None if ``actual`` equals ``expected`` (type, shape, dtype, values); else one sentence saying what
-    differs, naming the recorded ``mistakes`` that return the same (NaN included)."""
+def compare(
+    actual: object, expected: torch.Tensor | float, what: str, mistakes: dict, atol: float | None = None
+) -> str | None:
+    """None if ``actual`` equals ``expected`` (type, shape, dtype, values; within ``atol`` where given); else
+    one sentence saying what differs, naming the recorded ``mistakes`` that return the same (NaN included)."""
     if isinstance(expected, float):
         return _compare_number(actual, expected, what, mistakes)
     if type(actual) is not torch.Tensor:
@@ -244,7 +251,7 @@ def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes:
             f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (the input's dtype); "
             "avoid creating new tensors with a fixed dtype."
         )
-    if _close(actual, expected, expected.dtype):
+    if _close(actual, expected, expected.dtype, atol):
         return None
     return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}.{named}"
 
@@ -253,7 +260,7 @@ def _compare_output(case: dict, actual: object) -> str | None:
     """:func:`compare` for one result, or for each part of a tuple result (``case["outputs"]``)."""
     names = case.get("outputs")
     if not names:
-        return compare(actual, case["expected"], case["what"], case["mistakes"])
+        return compare(actual, case["expected"], case["what"], case["mistakes"], case.get("atol"))
     if not isinstance(actual, list) or len(actual) != len(names):
         got = f"{len(actual)} tensors" if isinstance(actual, list) else actual
         return f"{case['what']}: returned {got}, expected a tuple of {len(names)} tensors ({', '.join(names)})."

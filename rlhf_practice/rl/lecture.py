@@ -67,8 +67,10 @@ def compute_deltas(rewards: torch.Tensor, mode: str) -> torch.Tensor:
         mode: one of the four above; any other value raises ValueError naming the modes.
 
     Returns:
-        [batch, trial] deltas, same dtype and device. A row of equal rewards gives 0s in the centered
-        and normalized modes (never NaN). Inputs are not modified.
+        [batch, trial] deltas, same dtype and device. A row of equal rewards (a tie) gives exactly 0s
+        in the centered and normalized modes, never NaN, whatever the reward: rounding alone does not
+        (in float32 a row of eight 12.4s has a mean off by ~1e-6 and a std of ~1e-6, which the 1e-5
+        does not swamp), so set a tied row to 0 yourself (TASKS.md §10.2). Inputs are not modified.
     """
     # TODO(student): implement this function. Read TASKS.md §10.2 first.
     raise NotImplementedError("compute_deltas is not implemented yet: see TASKS.md §10.2.")
