@@ -176,10 +176,24 @@ def _grad_of_input(value: torch.Tensor | torch.nn.Module) -> torch.Tensor | None
     return _plain(value.grad) if value.grad is not None else None
 
 
-def _fmt(t: torch.Tensor) -> str:
+def _fmt(t: torch.Tensor, digits: int | None = None) -> str:
+    """A tensor's first 8 values, to 4 significant digits (a 0-dim one to 6), or to ``digits``."""
     values = t.detach().double().flatten()[:8].tolist()
     more = " ..." if t.numel() > 8 else ""
-    return "[" + ", ".join(f"{v:.4g}" for v in values) + more + "]" if t.dim() else f"{t.item():.6g}"
+    if not t.dim():
+        return f"{t.item():.{digits or 6}g}"
+    return "[" + ", ".join(f"{v:.{digits or 4}g}" for v in values) + more + "]"
+
+
+def _fmt_both(got: torch.Tensor | float, expected: torch.Tensor | float) -> tuple[str, str]:
+    """``got`` and ``expected`` as text, with enough significant digits (up to 10) that they read differently
+    where they differ: a difference in the fifth digit is not shown as two equal numbers."""
+    show = (lambda x, d: _fmt(x, d)) if isinstance(expected, torch.Tensor) else (lambda x, d: f"{x:.{d or 6}g}")
+    for digits in (None, 6, 8, 10):
+        a, b = show(got, digits), show(expected, digits)
+        if a != b:
+            break
+    return a, b
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -210,7 +224,8 @@ def _compare_number(actual: object, expected: float, what: str, mistakes: dict) 
         return f"{what}: returned {got}, expected a number (a Python float){hint}."
     if _same_number(actual, expected):
         return None
-    return f"{what}: got {actual:g}, expected {expected:g}.{_named(actual, mistakes)}"
+    got, want = _fmt_both(actual, expected)
+    return f"{what}: got {got}, expected {want}.{_named(actual, mistakes)}"
 
 
 def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes: dict) -> str | None:
@@ -246,7 +261,8 @@ def compare(actual: object, expected: torch.Tensor | float, what: str, mistakes:
         )
     if _close(actual, expected, expected.dtype):
         return None
-    return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}.{named}"
+    got, want = _fmt_both(actual, expected)
+    return f"{what}: got {got}, expected {want}.{named}"
 
 
 def _compare_output(case: dict, actual: object) -> str | None:
