@@ -33,6 +33,7 @@ pytest tests, call it). Neither needs the answer key.
 
 from __future__ import annotations
 
+import ast
 import copy
 import math
 import numbers
@@ -357,3 +358,44 @@ def check_case(case: dict, result: dict) -> str | None:
         )
         message = f"{name} changed its input `{arg}` in place {how}."
     return f"{message} {reread}" if message else None
+
+
+# A wrong helper is named before its caller. A graded function may call other graded functions of its own
+# student file (token_ppo_loss and grpo_clip_loss call masked_mean and per_token_kl; reference_logps calls
+# reply_logps). While the student's helper is wrong, the caller's failures are the helper's: their message
+# says so first, so that the student fixes the helper and does not hunt for a mistake in the caller that
+# the caller's diagnosis would name. "Calls" is read from the student's own source, not declared: a name
+# the caller's body uses (a call, or a reference such as ``partial(masked_mean, ...)``). Which helpers fail
+# comes from their own cases, run on the same implementation: the pytest plugin runs them
+# (tests/_checks.py) and the grader has their outcomes already (instructor.grading); both word it here.
+
+
+def graded_callees(source: str, function: str, candidates: list[str]) -> list[str]:
+    """The functions of ``candidates`` (other graded functions of the same student file, in the course's
+    order) whose name the body of ``function`` in ``source`` uses; [] when the source does not parse or
+    does not define it at module level."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    body = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if body is None:
+        return []
+    used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}
+    used |= {n.attr for n in ast.walk(body) if isinstance(n, ast.Attribute)}
+    return [name for name in candidates if name != function and name in used]
+
+
+def blame_helpers(message: str, function: str, failing: dict[str, str]) -> str:
+    """``message`` (a failure of ``function``) led by the helpers it calls that fail their own checks:
+    ``failing`` is {helper: its TASKS.md section}, in the course's order."""
+    if not failing:
+        return message
+    one = len(failing) == 1
+    helpers = " and ".join(f"your {name}" for name in failing)
+    sections = ", ".join(f"TASKS.md {section}" for section in failing.values())
+    return (
+        f"{function} calls {helpers}, {'which fails its' if one else 'which fail their'} own checks (see "
+        f"{'its' if one else 'their'} failures first, {sections}); until {'it passes' if one else 'they pass'}, "
+        f"this failure may come from {'it' if one else 'them'}: {message}"
+    )
