@@ -1104,17 +1104,17 @@ def deltas_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                         f"of shape ({batch}, {trial}), mode={mode!r}",
                         [("rewards", rewards.to(dtype)), ("mode", mode)],
                     )
-    # Rewards that differ by thousandths: the std is near the 1e-5, so where the epsilon goes shows.
+    # Rewards that differ by thousandths: the std is near the 1e-5, so where the epsilon goes shows. In float64
+    # only: in float32 the centred rewards lose too many digits for any two right answers to agree.
     close = torch.tensor([[0.5, 0.502, 0.499, 0.501], [1.0, 1.004, 0.997, 1.0]], dtype=F64)
     if fresh:
-        close = _uniform(g, 0, 2, 2, 1) + _uniform(g, -0.004, 0.004, 2, 4)
-    for dtype in DTYPES:
-        add(
-            f"small_spread_normalized_rewards_{_name(dtype)}",
-            f"compute_deltas(rewards={_show(close)}, mode='normalized_rewards') in {dtype} (rewards that differ "
-            "by thousandths: divide by std + 1e-5)",
-            [("rewards", close.to(dtype)), ("mode", "normalized_rewards")],
-        )
+        close = (_uniform(g, 0, 2, 2, 1) + _uniform(g, -0.004, 0.004, 2, 4)).round(decimals=3)
+    add(
+        "small_spread_normalized_rewards",
+        f"compute_deltas(rewards={_show(close)}, mode='normalized_rewards') (rewards that differ by "
+        "thousandths: divide by std + 1e-5)",
+        [("rewards", close), ("mode", "normalized_rewards")],
+    )
     return cases
 
 
