@@ -804,6 +804,11 @@ def token_ppo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"token_ppo_loss in float32 on {example} with old log-probs from -200 to -120 (very unlikely tokens)",
         inputs((old + (new - book[1].float()), old, adv, new_v, old_v, ret, mask), 0.2, 0.2),
     )
+    add(
+        "no_real_token",
+        f"token_ppo_loss on {example} with every position masked (no real token): both losses 0, not NaN",
+        inputs((*book[:6], torch.zeros_like(book[6])), 0.2, 0.2),
+    )
     return cases
 
 
@@ -921,6 +926,25 @@ def grpo_clip_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             inputs(book, 0.2, 0.1, loss_type, 4),
             raises="ValueError",
         )
+    # A reply with no real token (a third row, all padding): its mean is 0 and the gradient stays finite.
+    lp, old, ref, adv, mask = book
+    three = [torch.cat([lp, lp[:1] - 0.3]), torch.cat([old, old[:1]]), torch.cat([ref, ref[:1] - 0.2])]
+    three += [torch.cat([adv, torch.tensor([0.8], dtype=F64)]), torch.cat([mask, torch.zeros(1, 3, dtype=F64)])]
+    where = "the last"
+    if fresh:  # the empty reply in a drawn position
+        order = _perm(g, 3)
+        three = [t[order] for t in three]
+        where = f"reply {int((order == 2).nonzero())}"
+    args = inputs(three, 0.2, 0.1, "grpo", 4)
+    names = ["logprobs", "old_logprobs", "ref_logprobs", "advantages"]
+    add(
+        "all_masked_reply_gradient",
+        f"grpo_clip_loss (loss_type='grpo') on {example} with a third reply, {where}, that has no real token: "
+        "its gradient is finite (0 there)",
+        args,
+        grad_of=names,
+        grads={"logprobs": _grad(_grads_of(key.token_level.grpo_clip_loss, args, names)["logprobs"])},
+    )
     return cases
 
 

@@ -1285,6 +1285,24 @@ def grpo_clip_ratio_of_probabilities(
     return _reduce(loss + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3"), mask, loss_type, max_tokens)
 
 
+@wrong(
+    "grpo_clip_loss",
+    "NaN gradient from a reply with no real token: torch.where(count > 0, sum / count, 0) still backpropagates "
+    "through 0 / 0; divide each reply's sum by its token count clamped to at least 1 (masked_mean)",
+)
+def grpo_where_per_reply_mean(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
+    loss = loss + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+    if loss_type != "grpo":
+        return _reduce(loss, mask, loss_type, max_tokens)
+    total, count = (loss * mask).sum(dim=1), mask.sum(dim=1)
+    return torch.where(count > 0, total / count, torch.zeros_like(total)).mean()
+
+
 @wrong("grpo_clip_loss", "instead of raising ValueError")
 def unknown_loss_type_falls_back_to_grpo(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens

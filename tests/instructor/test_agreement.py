@@ -27,6 +27,7 @@ HIDDEN_SEED = 3
 # {variant in instructor.mistakes: what it breaks of the contract}
 AGREE = {
     "nan_gradient_on_an_all_masked_row": "masked_mean: a finite gradient on a row with no real token",
+    "grpo_where_per_reply_mean": "grpo_clip_loss: a finite gradient with a reply that has no real token",
     "unknown_estimator_falls_back_to_k3": "per_token_kl: an unknown estimator raises ValueError",
     "unknown_loss_type_falls_back_to_grpo": "grpo_clip_loss: an unknown loss_type raises ValueError",
     "rewards_masked_in_place": "compute_gae: inputs unchanged, with values in the padding",
