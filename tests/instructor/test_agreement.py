@@ -15,11 +15,12 @@ import warnings
 from functools import cache
 
 import pytest
+from _checks import recorded_cases
 
 from instructor.cases import build_cases
 from instructor.mistakes import CATALOG, KEY
 from instructor.properties import judge
-from rlhf_practice.checks import check_case, load_cases, run_case
+from rlhf_practice.checks import check_case, run_case
 from rlhf_practice.course import GRADED
 
 HIDDEN_SEED = 3
@@ -51,7 +52,7 @@ def _defaults(function: str, module: str) -> list[str]:
 def test_every_stated_default_is_left_out_by_a_published_case(g) -> None:
     """For each parameter with a default, some published case calls without it (and so, through its fresh
     variant, some hidden case): a wrong default loses points."""
-    cases = [c for c in load_cases() if c["function"] == g.function]
+    cases = [c for c in recorded_cases() if c["function"] == g.function]
     missing = [
         name
         for name in _defaults(g.function, g.module)
