@@ -33,8 +33,10 @@ def _differs(a, b) -> bool:
     if isinstance(b, float):
         return abs(a - b) > 1e-12 * max(1.0, abs(b))
     a, b = (a, b) if isinstance(b, list) else ([a], [b])
-    tol = 1e-6 if b[0].dtype == torch.float32 else 1e-12
-    return any(x.shape != y.shape or not torch.allclose(x, y, atol=tol) for x, y in zip(a, b))
+    # float64: as tight as the check's tolerance (rlhf_practice.checks._close), so that a mistake the check
+    # tells apart in float64 alone (e.g. the epsilon inside a square root) is recorded, and named
+    tol = {"rtol": 1e-5, "atol": 1e-6} if b[0].dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-12}
+    return any(x.shape != y.shape or not torch.allclose(x, y, **tol) for x, y in zip(a, b))
 
 
 def _plain_like(got, expected) -> bool:
@@ -550,6 +552,7 @@ def masked_mean_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         mask = _fresh_mask(g, 2, 4)
         values = _junk(_uniform(g, -5, 5, 2, 4), mask, _uniform(g, 20, 80, 1).item())
         example = f"a fresh variant of the §7.2 example (values = {_show(values)}, mask = {_show(mask)}"
+    book = [("values", values), ("mask", mask)]
     for dim in (None, 1):
         args = [("values", values), ("mask", mask), ("dim", dim)]
         add(
@@ -587,6 +590,22 @@ def masked_mean_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                     f"masked_mean on random {dtype} values of shape ({rows}, {num_tokens}), dim={dim}",
                     [("values", values), ("mask", mask), ("dim", dim)],
                 )
+    # After the random draws, so that the committed random cases stay as they were recorded.
+    add("default_dim", f"masked_mean on {example}) without dim (its default, None: one mean)", book)
+    values, mask = torch.tensor([[1.0, 7.0, 2.0], [3.0, 4.0, 5.0], [2.0, -1.0, 6.0]], dtype=F64), _mask([2, 0, 3], 3)
+    if fresh:  # the row with no real token in a drawn position, real tokens in the others
+        lengths = torch.randint(1, 4, (3,), generator=g)
+        lengths[int(torch.randint(0, 3, (), generator=g))] = 0
+        mask = _mask(lengths.tolist(), 3)
+        values = _junk(_uniform(g, -5, 5, 3, 3), mask, _uniform(g, 20, 80, 1).item())
+    args = [("values", values), ("mask", mask), ("dim", 1)]
+    add(
+        "all_masked_row_gradient",
+        f"masked_mean(values={_show(values)}, mask={_show(mask)}, dim=1): the gradient w.r.t. values, finite "
+        "(0) on the row with no real token",
+        args,
+        grads={"values": _grad(_grads_of(key.token_level.masked_mean, args, ["values"])["values"])},
+    )
     return cases
 
 
@@ -606,6 +625,7 @@ def kl_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         ref_logprobs = _junk(ref_logprobs, mask, _uniform(g, -12, -6, 1).item())
         example = f"a fresh variant of the §7.3 example (logprobs = {_show(logprobs)}, ref_logprobs = "
         example += f"{_show(ref_logprobs)}, last token masked"
+    book = [("logprobs", logprobs), ("ref_logprobs", ref_logprobs), ("mask", mask)]
     for estimator in ("k1", "k3"):
         args = [("logprobs", logprobs), ("ref_logprobs", ref_logprobs), ("mask", mask), ("estimator", estimator)]
         add(
@@ -644,6 +664,14 @@ def kl_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                         ("estimator", estimator),
                     ],
                 )
+    add("default_estimator", f"per_token_kl on {example}) without estimator (its default is 'k3')", book)
+    for estimator in ("k2", "K3"):
+        add(
+            f"unknown_estimator_{estimator}",
+            f"per_token_kl with estimator={estimator!r} (only 'k1' and 'k3' are known: any other raises ValueError)",
+            [*book, ("estimator", estimator)],
+            raises="ValueError",
+        )
     return cases
 
 
@@ -709,7 +737,8 @@ def gae_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             "values": _grad(torch.zeros(2, 4, dtype=F64), "missing detach: use values.detach(); A and R are constants")
         },
     )
-    add("inputs_unmodified", "compute_gae", inputs(*book, 1.0, lam), unmodified=True)
+    padded = (_junk(book[0], book[2], 2.5), *book[1:])  # rewards and values hold values in the padding
+    add("inputs_unmodified", "compute_gae", inputs(*padded, 1.0, lam), unmodified=True)
     for dtype in DTYPES:
         for rows, num_tokens in ((3, 5), (16, 12)):
             for gamma, lam in ((1.0, 0.95), (0.9, 0.8)):
@@ -811,6 +840,20 @@ def token_ppo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                 f"token_ppo_loss on random {dtype} inputs of shape ({rows}, {num_tokens})",
                 inputs([t.to(dtype) for t in (new, old, adv, new_v, old_v, ret, mask)], 0.2, 0.2),
             )
+    new, old, adv, new_v, old_v, ret, mask = (t.float() for t in book)
+    old = torch.tensor([[-150.0, -180.0, -125.0], [-200.0, -140.0, -160.0]])  # float32: exp() underflows to 0
+    if fresh:
+        old = _uniform(g, -200, -120, 2, 3, dtype=torch.float32)
+    add(
+        "very_unlikely_tokens_stay_finite",
+        f"token_ppo_loss in float32 on {example} with old log-probs from -200 to -120 (very unlikely tokens)",
+        inputs((old + (new - book[1].float()), old, adv, new_v, old_v, ret, mask), 0.2, 0.2),
+    )
+    add(
+        "no_real_token",
+        f"token_ppo_loss on {example} with every position masked (no real token): both losses 0, not NaN",
+        inputs((*book[:6], torch.zeros_like(book[6])), 0.2, 0.2),
+    )
     return cases
 
 
@@ -911,6 +954,42 @@ def grpo_clip_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                         num_tokens + 4,
                     ),
                 )
+    lp, old, ref, adv, mask = (t.float() for t in book)
+    low = torch.tensor([[-150.0, -180.0, -125.0], [-200.0, -140.0, -160.0]])  # float32: exp() underflows to 0
+    if fresh:
+        low = _uniform(g, -200, -120, 2, 3, dtype=torch.float32)
+    add(
+        "very_unlikely_tokens_stay_finite",
+        f"grpo_clip_loss in float32 on {example} with old log-probs from -200 to -120 (very unlikely tokens)",
+        inputs((low + (lp - old), low, low + (ref - old), adv, mask), 0.2, 0.1, "grpo", 4),
+    )
+    for loss_type in ("dr-grpo", "GRPO"):
+        add(
+            f"unknown_loss_type_{loss_type}",
+            f"grpo_clip_loss with loss_type={loss_type!r} (only 'grpo', 'dapo' and 'dr_grpo' are known: any other "
+            "raises ValueError)",
+            inputs(book, 0.2, 0.1, loss_type, 4),
+            raises="ValueError",
+        )
+    # A reply with no real token (a third row, all padding): its mean is 0 and the gradient stays finite.
+    lp, old, ref, adv, mask = book
+    three = [torch.cat([lp, lp[:1] - 0.3]), torch.cat([old, old[:1]]), torch.cat([ref, ref[:1] - 0.2])]
+    three += [torch.cat([adv, torch.tensor([0.8], dtype=F64)]), torch.cat([mask, torch.zeros(1, 3, dtype=F64)])]
+    where = "the last"
+    if fresh:  # the empty reply in a drawn position
+        order = _perm(g, 3)
+        three = [t[order] for t in three]
+        where = f"reply {int((order == 2).nonzero())}"
+    args = inputs(three, 0.2, 0.1, "grpo", 4)
+    names = ["logprobs", "old_logprobs", "ref_logprobs", "advantages"]
+    add(
+        "all_masked_reply_gradient",
+        f"grpo_clip_loss (loss_type='grpo') on {example} with a third reply, {where}, that has no real token: "
+        "its gradient is finite (0 there)",
+        args,
+        grad_of=names,
+        grads={"logprobs": _grad(_grads_of(key.token_level.grpo_clip_loss, args, names)["logprobs"])},
+    )
     return cases
 
 
@@ -1109,6 +1188,17 @@ def deltas_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                         f"of shape ({batch}, {trial}), mode={mode!r}",
                         [("rewards", rewards.to(dtype)), ("mode", mode)],
                     )
+    # Rewards that differ by thousandths: the std is near the 1e-5, so where the epsilon goes shows. In float64
+    # only: in float32 the centred rewards lose too many digits for any two right answers to agree.
+    close = torch.tensor([[0.5, 0.502, 0.499, 0.501], [1.0, 1.004, 0.997, 1.0]], dtype=F64)
+    if fresh:
+        close = (_uniform(g, 0, 2, 2, 1) + _uniform(g, -0.004, 0.004, 2, 4)).round(decimals=3)
+    add(
+        "small_spread_normalized_rewards",
+        f"compute_deltas(rewards={_show(close)}, mode='normalized_rewards') (rewards that differ by "
+        "thousandths: divide by std + 1e-5)",
+        [("rewards", close), ("mode", "normalized_rewards")],
+    )
     return cases
 
 
@@ -1149,6 +1239,7 @@ def loss_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         deltas = _signs(g, 1, 2) * _uniform(g, 0.3, 2, 1, 2)
         book, example = f"log_probs = {_show(lp)}, deltas = {_show(deltas)}", "a fresh variant of the §10.3 example"
         old_shown = _show(old)
+    on_policy = [("log_probs", lp), ("deltas", deltas)]
     for mode in LOSS_MODES:
         given = None if mode == "naive" else old
         args = _loss_args(lp, deltas, mode, given)
@@ -1250,6 +1341,18 @@ def loss_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                             f"old_log_probs {'given' if given is not None else 'None'}, clip_range={clip_range}",
                             _loss_args(lp, deltas, mode, given, clip_range),
                         )
+    # The stated defaults, each left out: old_log_probs=None (on-policy) and the lecture's clip_range=0.01.
+    add_with_grad(
+        "default_old_log_probs",
+        f"compute_loss on {example} with only log_probs, deltas and mode='unclipped' (old_log_probs defaults to None)",
+        [*on_policy, ("mode", "unclipped")],
+    )
+    add_with_grad(
+        "default_clip_range",
+        "compute_loss(mode='clipped') with ratios from 0.7 to 1.3 and no clip_range (its default is the "
+        "lecture's 0.01)",
+        _loss_args(lp2, deltas2, "clipped", lp2 - ratios.log())[:4],
+    )
     return cases
 
 

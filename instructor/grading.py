@@ -61,8 +61,8 @@ import torch
 from instructor import sandbox
 from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.checks import check_case, load_cases
-from rlhf_practice.course import GRADED, MODULES, module_of
+from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases
+from rlhf_practice.course import GRADED, MODULES, graded, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
 POINTS = {g.function: g.points for g in GRADED}
@@ -294,6 +294,22 @@ def _count_passes(cases: list[dict], outcomes: dict) -> dict[str, int]:
     return counts
 
 
+def _helper_notes(result: Grade, files: dict[str, bytes]) -> list[str]:
+    """For each function that fails hidden cases and calls a graded function of its own file that fails
+    hidden cases too, a note naming that helper first (rlhf_practice.checks.blame_helpers, as pytest says it)."""
+    failing = {f for f in FUNCTIONS if result.passed[f] < result.total[f]}
+    notes = []
+    for f in FUNCTIONS:
+        if f not in failing:
+            continue
+        source = files.get(f"{module_of(f)}.py", b"").decode("utf-8", errors="replace")
+        sections = graded(module_of(f))
+        helpers = {n: sections[n] for n in graded_callees(source, f, list(sections)) if n in failing}
+        if helpers:
+            notes.append(blame_helpers(f"{f} passes {result.passed[f]}/{result.total[f]} hidden cases", f, helpers))
+    return notes
+
+
 def _fitted_notes(result: Grade) -> list[str]:
     """A note for each function that passes (nearly) all published cases but clearly fewer fresh ones."""
     notes = []
@@ -343,7 +359,7 @@ def grade(
                 outcomes.update(rerun)
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
-    result.notes += _fitted_notes(result)
+    result.notes += _helper_notes(result, files) + _fitted_notes(result)
     _grade_gates(result, files, gates, gate_limits or limits, isolate)
     return result
 

@@ -2,8 +2,8 @@
 
 This is the only place a mistake is written. Each variant is a graded function as a student might
 write it: a plain function with the graded function's parameters (names, order and defaults, checked
-against the answer key's when it is registered), marked with its verdict. ``@wrong(function,
-diagnosis)``: the variant must fail the graded cases with a message that contains ``diagnosis``;
+against the answer key's when it is registered; a mistake in a stated default declares its wrong one),
+marked with its verdict. ``@wrong(function, diagnosis)``: the variant must fail the graded cases with a message that contains ``diagnosis``;
 ``@right(function)``: it must pass them all. :mod:`instructor.mutations` runs every variant
 in-process, in place of the key's function. A variant may call the key's ``masked_mean`` and
 ``per_token_kl`` (imported below from the key, never from the student's files). Its name in reports
@@ -58,13 +58,15 @@ def _parameters(fn: Callable) -> list[tuple]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
 
-def _register(function: str, verdict: str, diagnosis: str = "") -> Callable[[Callable], Callable]:
+def _register(function: str, verdict: str, diagnosis: str = "", defaults: dict | None = None) -> Callable:
     def register(fn: Callable) -> Callable:
         key = getattr(KEY.module(module_of(function)), function)
-        if _parameters(fn) != _parameters(key):
+        expected = [(n, k, (defaults or {}).get(n, d)) for n, k, d in _parameters(key)]
+        if _parameters(fn) != expected:
             raise TypeError(
                 f"variant {fn.__name__}{inspect.signature(fn)}: give it the parameters of the key's "
-                f"{function}{inspect.signature(key)} (names, order and defaults)"
+                f"{function}{inspect.signature(key)} (names, order and defaults; other defaults only as "
+                f"declared in defaults={defaults})"
             )
         if any(v.name == fn.__name__ for v in CATALOG):
             raise ValueError(f"two variants are named {fn.__name__}")
@@ -74,9 +76,11 @@ def _register(function: str, verdict: str, diagnosis: str = "") -> Callable[[Cal
     return register
 
 
-def wrong(function: str, diagnosis: str) -> Callable[[Callable], Callable]:
-    """Catalogue a mistake in ``function``: the graded cases must fail it, naming ``diagnosis``."""
-    return _register(function, "wrong", diagnosis)
+def wrong(function: str, diagnosis: str, defaults: dict | None = None) -> Callable[[Callable], Callable]:
+    """Catalogue a mistake in ``function``: the graded cases must fail it, naming ``diagnosis``.
+    ``defaults``: {parameter: the wrong default the variant declares} for a mistake in a stated default;
+    every other parameter as the key's."""
+    return _register(function, "wrong", diagnosis, defaults)
 
 
 def right(function: str) -> Callable[[Callable], Callable]:
@@ -654,6 +658,16 @@ def values_in_place(values, mask, dim=None):
     return values.sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
 
 
+@wrong(
+    "masked_mean",
+    "NaN gradient from a row with no real token: torch.where(count > 0, sum / count, 0) still backpropagates "
+    "through 0 / 0; divide by sum(mask).clamp(min=1) instead",
+)
+def nan_gradient_on_an_all_masked_row(values, mask, dim=None):
+    total, count = (values * mask).sum(dim=dim), mask.sum(dim=dim)
+    return torch.where(count > 0, total / count, torch.zeros_like(total))
+
+
 # per_token_kl: token_level.py, TASKS.md §7.3
 
 
@@ -718,6 +732,12 @@ def k3_negative(logprobs, ref_logprobs, mask, estimator="k3"):
     d = logprobs - ref_logprobs
     kl = d if estimator == "k1" else 1 - torch.exp(-d) - d
     return kl * mask
+
+
+@wrong("per_token_kl", "instead of raising ValueError")
+def unknown_estimator_falls_back_to_k3(logprobs, ref_logprobs, mask, estimator="k3"):
+    d = logprobs - ref_logprobs
+    return (d if estimator == "k1" else torch.exp(-d) - 1 + d) * mask
 
 
 # compute_gae: token_level.py, TASKS.md §8.2
@@ -992,6 +1012,12 @@ def gae_values_not_detached(rewards, values, mask, gamma, lam):
     return adv, (adv + values) * mask
 
 
+@wrong("compute_gae", "changed its input `rewards` in place")
+def rewards_masked_in_place(rewards, values, mask, gamma, lam):
+    rewards.mul_(mask)  # the padding's rewards set to 0 in the caller's tensor
+    return KEY.token_level.compute_gae(rewards, values, mask, gamma, lam)
+
+
 # token_ppo_loss: token_level.py, TASKS.md §8.3
 
 
@@ -1113,6 +1139,20 @@ def returned_in_the_other_order(
     vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
     vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
     return masked_mean(vf, mask), masked_mean(pg, mask)
+
+
+@wrong(
+    "token_ppo_loss",
+    "ratio = exp(new_logprobs) / exp(old_logprobs) is 0 / 0 for very unlikely tokens; compute exp(new_logprobs - old_logprobs)",
+)
+def token_ratio_of_probabilities(
+    new_logprobs, old_logprobs, advantages, new_values, old_values, returns, mask, clip_range, clip_range_value
+):
+    ratio = torch.exp(new_logprobs) / torch.exp(old_logprobs)
+    pg = -torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    vc = old_values + (new_values - old_values).clamp(-clip_range_value, clip_range_value)
+    vf = torch.max((new_values - returns) ** 2, (vc - returns) ** 2)
+    return masked_mean(pg, mask), masked_mean(vf, mask)
 
 
 # grpo_clip_loss: token_level.py, TASKS.md §9.2
@@ -1312,6 +1352,47 @@ def grpo_clip_mean_over_padding(
     )
 
 
+@wrong(
+    "grpo_clip_loss",
+    "ratio = exp(logprobs) / exp(old_logprobs) is 0 / 0 for very unlikely tokens; compute exp(logprobs - old_logprobs)",
+)
+def grpo_clip_ratio_of_probabilities(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs) / torch.exp(old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
+    return _reduce(loss + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3"), mask, loss_type, max_tokens)
+
+
+@wrong(
+    "grpo_clip_loss",
+    "NaN gradient from a reply with no real token: torch.where(count > 0, sum / count, 0) still backpropagates "
+    "through 0 / 0; divide each reply's sum by its token count clamped to at least 1 (masked_mean)",
+)
+def grpo_where_per_reply_mean(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    ratio = torch.exp(logprobs - old_logprobs)
+    a = advantages.detach().unsqueeze(1)
+    loss = -torch.min(ratio * a, ratio.clamp(1 - clip_range, 1 + clip_range) * a)
+    loss = loss + beta * per_token_kl(logprobs, ref_logprobs, mask, "k3")
+    if loss_type != "grpo":
+        return _reduce(loss, mask, loss_type, max_tokens)
+    total, count = (loss * mask).sum(dim=1), mask.sum(dim=1)
+    return torch.where(count > 0, total / count, torch.zeros_like(total)).mean()
+
+
+@wrong("grpo_clip_loss", "instead of raising ValueError")
+def unknown_loss_type_falls_back_to_grpo(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, loss_type, max_tokens
+):
+    known = loss_type if loss_type in ("grpo", "dapo", "dr_grpo") else "grpo"
+    return KEY.token_level.grpo_clip_loss(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range, beta, known, max_tokens
+    )
+
+
 # sort_distance_reward: lecture.py, TASKS.md §10.1
 
 
@@ -1335,7 +1416,11 @@ def compared_with_the_prompt(prompt, response):
     return float(sum(int(x) == int(y) for x, y in zip(response, prompt)))
 
 
-@wrong("sort_distance_reward", "in place")
+@wrong(
+    "sort_distance_reward",
+    "sorted the prompt with prompt.sort() and compared with it: a list is sorted in place (the caller's prompt "
+    "changes), a tensor's .sort() returns new tensors and leaves it unsorted; compare with sorted(prompt)",
+)
 def sorts_the_prompt_in_place(prompt, response):
     target = prompt
     target.sort()  # a list is sorted in place; a tensor's .sort() returns new tensors and leaves it as it was
@@ -1596,6 +1681,17 @@ def max_of_the_whole_batch(rewards, mode):
     return _deltas(rewards, mode, mean, std, rewards == rewards.max())
 
 
+@wrong(
+    "compute_deltas",
+    "epsilon inside the square root: normalized_rewards divides by std + 1e-5, not by sqrt(var + 1e-5)",
+)
+def epsilon_inside_the_square_root(rewards, mode):
+    mean, std, best = _row_stats(rewards)
+    if mode == "normalized_rewards":
+        return (rewards - mean) / torch.sqrt(rewards.var(dim=-1, keepdim=True) + 1e-5)
+    return _deltas(rewards, mode, mean, std, best)
+
+
 @wrong("compute_deltas", "instead of raising ValueError")
 def deltas_unknown_mode_falls_back(rewards, mode):
     mean, std, best = _row_stats(rewards)
@@ -1783,6 +1879,29 @@ def deltas_on_the_position_axis(log_probs, deltas, mode, old_log_probs=None, cli
     if mode == "clipped":
         return -torch.minimum(ratio * d, ratio.clamp(1 - clip_range, 1 + clip_range) * d).mean()
     raise ValueError(mode)
+
+
+@wrong(
+    "compute_loss",
+    "the log-ratio was clipped to [-clip_range, clip_range] before exp(): the ratio's bounds became "
+    "[exp(-clip_range), exp(clip_range)]; clamp the ratio itself to [1 - clip_range, 1 + clip_range]",
+)
+def clipped_the_log_ratio(log_probs, deltas, mode, old_log_probs=None, clip_range=0.01):
+    if mode != "clipped":
+        return _loss(log_probs, deltas, mode, torch.exp(log_probs - _old(log_probs, old_log_probs)), clip_range)
+    log_ratio = log_probs - _old(log_probs, old_log_probs)
+    d = deltas.detach().unsqueeze(-1)
+    clipped = log_ratio.clamp(-clip_range, clip_range).exp()
+    return -torch.minimum(log_ratio.exp() * d, clipped * d).mean()
+
+
+@wrong(
+    "compute_loss",
+    "clip_range's default is the lecture's 0.01 (a call without clip_range clips the ratio to [0.99, 1.01]), not 0.2",
+    defaults={"clip_range": 0.2},
+)
+def clip_range_default_0_2(log_probs, deltas, mode, old_log_probs=None, clip_range=0.2):
+    return KEY.lecture.compute_loss(log_probs, deltas, mode, old_log_probs, clip_range)
 
 
 @wrong("compute_loss", "instead of raising ValueError")
@@ -2151,6 +2270,15 @@ def rewards_without_the_reference(
     policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1
 ):
     losses = _dpo(policy_chosen_logps - ref_chosen_logps, policy_rejected_logps - ref_rejected_logps, beta)[0]
+    return losses, beta * policy_chosen_logps.detach(), beta * policy_rejected_logps.detach()
+
+
+@wrong(
+    "dpo_loss",
+    "the reference terms were dropped: the margin is (pi_c - ref_c) - (pi_r - ref_r), not pi_c - pi_r",
+)
+def reference_dropped(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    losses = -torch.nn.functional.logsigmoid(beta * (policy_chosen_logps - policy_rejected_logps))
     return losses, beta * policy_chosen_logps.detach(), beta * policy_rejected_logps.detach()
 
 

@@ -35,6 +35,7 @@ pytest tests, call it). Neither needs the answer key.
 
 from __future__ import annotations
 
+import ast
 import copy
 import math
 import numbers
@@ -178,10 +179,24 @@ def _grad_of_input(value: torch.Tensor | torch.nn.Module) -> torch.Tensor | None
     return _plain(value.grad) if value.grad is not None else None
 
 
-def _fmt(t: torch.Tensor) -> str:
+def _fmt(t: torch.Tensor, digits: int | None = None) -> str:
+    """A tensor's first 8 values, to 4 significant digits (a 0-dim one to 6), or to ``digits``."""
     values = t.detach().double().flatten()[:8].tolist()
     more = " ..." if t.numel() > 8 else ""
-    return "[" + ", ".join(f"{v:.4g}" for v in values) + more + "]" if t.dim() else f"{t.item():.6g}"
+    if not t.dim():
+        return f"{t.item():.{digits or 6}g}"
+    return "[" + ", ".join(f"{v:.{digits or 4}g}" for v in values) + more + "]"
+
+
+def _fmt_both(got: torch.Tensor | float, expected: torch.Tensor | float) -> tuple[str, str]:
+    """``got`` and ``expected`` as text, with enough significant digits (up to 10) that they read differently
+    where they differ: a difference in the fifth digit is not shown as two equal numbers."""
+    show = (lambda x, d: _fmt(x, d)) if isinstance(expected, torch.Tensor) else (lambda x, d: f"{x:.{d or 6}g}")
+    for digits in (None, 6, 8, 10):
+        a, b = show(got, digits), show(expected, digits)
+        if a != b:
+            break
+    return a, b
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, atol: float | None = None) -> bool:
@@ -215,7 +230,8 @@ def _compare_number(actual: object, expected: float, what: str, mistakes: dict) 
         return f"{what}: returned {got}, expected a number (a Python float){hint}."
     if _same_number(actual, expected):
         return None
-    return f"{what}: got {actual:g}, expected {expected:g}.{_named(actual, mistakes)}"
+    got, want = _fmt_both(actual, expected)
+    return f"{what}: got {got}, expected {want}.{_named(actual, mistakes)}"
 
 
 def compare(
@@ -253,7 +269,8 @@ def compare(
         )
     if _close(actual, expected, expected.dtype, atol):
         return None
-    return f"{what}: got {_fmt(actual)}, expected {_fmt(expected)}.{named}"
+    got, want = _fmt_both(actual, expected)
+    return f"{what}: got {got}, expected {want}.{named}"
 
 
 def _compare_output(case: dict, actual: object) -> str | None:
@@ -348,3 +365,44 @@ def check_case(case: dict, result: dict) -> str | None:
         )
         message = f"{name} changed its input `{arg}` in place {how}."
     return f"{message} {reread}" if message else None
+
+
+# A wrong helper is named before its caller. A graded function may call other graded functions of its own
+# student file (token_ppo_loss and grpo_clip_loss call masked_mean and per_token_kl; reference_logps calls
+# reply_logps). While the student's helper is wrong, the caller's failures are the helper's: their message
+# says so first, so that the student fixes the helper and does not hunt for a mistake in the caller that
+# the caller's diagnosis would name. "Calls" is read from the student's own source, not declared: a name
+# the caller's body uses (a call, or a reference such as ``partial(masked_mean, ...)``). Which helpers fail
+# comes from their own cases, run on the same implementation: the pytest plugin runs them
+# (tests/_checks.py) and the grader has their outcomes already (instructor.grading); both word it here.
+
+
+def graded_callees(source: str, function: str, candidates: list[str]) -> list[str]:
+    """The functions of ``candidates`` (other graded functions of the same student file, in the course's
+    order) whose name the body of ``function`` in ``source`` uses; [] when the source does not parse or
+    does not define it at module level."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    body = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if body is None:
+        return []
+    used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}
+    used |= {n.attr for n in ast.walk(body) if isinstance(n, ast.Attribute)}
+    return [name for name in candidates if name != function and name in used]
+
+
+def blame_helpers(message: str, function: str, failing: dict[str, str]) -> str:
+    """``message`` (a failure of ``function``) led by the helpers it calls that fail their own checks:
+    ``failing`` is {helper: its TASKS.md section}, in the course's order."""
+    if not failing:
+        return message
+    one = len(failing) == 1
+    helpers = " and ".join(f"your {name}" for name in failing)
+    sections = ", ".join(f"TASKS.md {section}" for section in failing.values())
+    return (
+        f"{function} calls {helpers}, {'which fails its' if one else 'which fail their'} own checks (see "
+        f"{'its' if one else 'their'} failures first, {sections}); until {'it passes' if one else 'they pass'}, "
+        f"this failure may come from {'it' if one else 'them'}: {message}"
+    )

@@ -5,11 +5,14 @@ The comparison itself is :func:`rlhf_practice.checks.check_case`, the same one t
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from functools import cache
 
 import pytest
 
-from rlhf_practice.checks import check_case, load_cases, run_case
+from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases, run_case
+from rlhf_practice.course import graded, module_of
 from rlhf_practice.errors import ConfigError
 
 
@@ -33,4 +36,26 @@ def check(module: object, case: dict) -> None:
     or ``impl.dpo``); fail with its diagnosis."""
     message = check_case(case, run_case(getattr(module, case["function"]), case))
     if message:
-        pytest.fail(message, pytrace=False)
+        pytest.fail(blame_helpers(message, case["function"], failing_helpers(module, case["function"])), pytrace=False)
+
+
+def failing_helpers(module: object, function: str) -> dict[str, str]:
+    """{graded function of ``module`` that ``function`` calls and that fails one of its own recorded cases:
+    its TASKS.md section} (see rlhf_practice.checks.blame_helpers)."""
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return {}
+    sections = graded(module_of(function))
+    return {name: sections[name] for name in graded_callees(source, function, list(sections)) if _fails(module, name)}
+
+
+@cache
+def _fails(module: object, function: str) -> bool:
+    """Whether ``module``'s ``function`` fails one of its recorded cases (run once per module and function)."""
+    fn = getattr(module, function, None)
+    if fn is None:
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return any(check_case(c, run_case(fn, c)) for c in recorded_cases() if c["function"] == function)

@@ -1173,6 +1173,24 @@ def _(fn, ex):
 
 @law(
     "token_ppo_loss",
+    "shift_invariant",
+    "adding the same large negative constant to new and old log-probs (very unlikely tokens: -150 in float32 is -800 in float64) changes neither loss",
+    st.fixed_dictionaries({"ex": _tppo, "shift": floats(-900, -760)}),
+)
+def _(fn, ex):
+    args = list(_tppo_args(ex["ex"]))
+    base = fn(*args)
+    args[0], args[1] = args[0] + ex["shift"], args[1] + ex["shift"]
+    out = fn(*args)
+    if bad := _two(base) or _two(out):
+        return bad
+    if close(out[0], base[0].detach(), 1e-5) and close(out[1], base[1].detach(), 1e-5):
+        return None
+    return f"({fmt(out[0])}, {fmt(out[1])}) after the shift, ({fmt(base[0])}, {fmt(base[1])}) before"
+
+
+@law(
+    "token_ppo_loss",
     "gradcheck",
     "autograd's gradients w.r.t. new_logprobs and new_values equal float64 central differences",
     _tppo.filter(
@@ -1338,6 +1356,22 @@ def _(fn, ex):
     }
     out = fn(*_gclip_args(ex, mask=_pad(m, k), **change))
     return None if close(out, base.detach()) else f"{got(out)} with other padding, {fmt(base)} before"
+
+
+@law(
+    "grpo_clip_loss",
+    "shift_invariant",
+    "adding the same large negative constant to logprobs, old_logprobs and ref_logprobs (very unlikely tokens: -150 in float32 is -800 in float64) changes nothing",
+    st.fixed_dictionaries({"ex": _gclip, "shift": floats(-900, -760)}),
+)
+def _(fn, ex):
+    e, shift = ex["ex"], ex["shift"]
+    base = fn(*_gclip_args(e))
+    names = ("logprobs", "old_logprobs", "ref_logprobs")
+    out = fn(*_gclip_args(e, **{name: e[name] + shift for name in names}))
+    if bad := _number(base) or _number(out):
+        return bad
+    return None if close(out, base.detach(), 1e-5) else f"{got(out)} after the shift, {fmt(base)} before"
 
 
 @law(
@@ -1740,6 +1774,20 @@ def _(fn, ex):
     p = list(ex["order"])
     a, b = fn(lp, deltas, mode, old, eps), fn(lp[:, p], deltas[:, p], mode, old[:, p], eps)
     return None if close(b, a.detach()) else f"{mode}: {got(b)} after reordering, {fmt(a)} before"
+
+
+@law(
+    "compute_loss",
+    "default_clip_range",
+    "clip_range defaults to the lecture's 0.01: leaving it out is the same as clip_range=0.01",
+    _loss,
+)
+def _(fn, ex):
+    lp, deltas, _, old, _ = _loss_args(ex)
+    a, b = fn(lp, deltas, "clipped", old), fn(lp, deltas, "clipped", old, 0.01)
+    if bad := _number(a) or _number(b):
+        return bad
+    return None if close(a, b.detach()) else f"{got(a)} without clip_range, {fmt(b)} with clip_range=0.01"
 
 
 @law(

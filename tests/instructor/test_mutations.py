@@ -24,3 +24,18 @@ def test_catalog_names_are_unique_per_function() -> None:
     names = [(v.function, v.name) for v in CATALOG]
     assert len(names) == len(set(names))
     assert all(v.verdict in ("right", "wrong") and (v.verdict == "right") == (v.diagnosis == "") for v in CATALOG)
+
+
+def test_a_named_mistake_reads_as_a_sentence() -> None:
+    """A failure names recorded mistakes as "This matches a common mistake: <diagnosis>." or, where several
+    agree, joined with "; or ". A diagnosis that is a few words of a generic message ("in place", "dtype")
+    would read as a garbled "...; or in place.": such a variant must fail through the generic checks only, and
+    one whose result a case records says what it did in a phrase of its own."""
+    from rlhf_practice.checks import load_cases
+
+    names = set()
+    for case in load_cases():
+        names |= set(case["mistakes"])
+        names |= {name for grad in case["grads"].values() for name in grad["mistakes"]}
+    short = sorted(name for name in names if len(name.split()) < 3)
+    assert not short, f"recorded under a fragment of a generic message: {short}; give the variant a whole phrase"
