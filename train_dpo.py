@@ -16,6 +16,7 @@ steps are fresh replies sampled, to measure reward/mean and kl/ref, the figures 
 and GRPO. The functions you write come from ``run.impl.dpo`` (``--impl``): rlhf_practice/rl/dpo.py.
 """
 
+import sys
 from types import ModuleType
 
 import torch
@@ -48,6 +49,7 @@ def main() -> None:
         with run.logger.set_aside("pairs"):
             pairs, source = run.from_main(lambda: load_pairs(config) if config.pairs_file else cached_pairs(run))
             data = PairData(pairs, run.tokenizer, policy.max_length, str(source))
+        announce_pairs(run, len(data))
         run.logger.notes["pairs_file"] = str(source)
         # Batches of train_batch_size pairs (with N processes, each takes its share of every batch).
         batches = data.batches(config.train_batch_size, config.seed, run.process_index, run.num_processes)
@@ -63,6 +65,7 @@ def main() -> None:
                 with run.logger.set_aside("pairs"):
                     pairs = run.from_main(lambda: round_two_pairs(run))
                     data = PairData(pairs, run.tokenizer, policy.max_length, "pairs_round2.jsonl")
+                announce_pairs(run, len(data), "round 2 ")
                 batches = data.batches(config.train_batch_size, config.seed + 1, run.process_index, run.num_processes)
 
             # 1. Every eval_every steps (and at the first and last): fresh replies from the policy
@@ -118,6 +121,14 @@ def dpo_step(
         "logps/chosen": chosen.detach().mean(),
         "logps/rejected": rejected.detach().mean(),
     }
+
+
+def announce_pairs(run: TrainingRun, count: int, which: str = "") -> None:
+    """One line with the seconds spent so far on the pairs (built or read, then tokenized): the same
+    measurement as summary.json's ``pairs_s``, which leaves them out of every step's time."""
+    if run.process_index == 0:
+        seconds = run.logger.set_aside_seconds["pairs"]
+        print(f"pairs: {which}{count} ready; pairs_s = {seconds:.1f} s (summary.json)", file=sys.stderr)
 
 
 def round_two_pairs(run: TrainingRun) -> list[dict]:

@@ -20,9 +20,11 @@ mixes two units. ``kl/approx`` and the losses are in TensorBoard.
 
 The table lists, per run: algorithm, level, steps, final reward, the step and the second at which
 ``reward/mean`` first reached ``--threshold`` (0.8), final ``kl/ref``, final ``policy/entropy``,
-final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps. When some
-run logs ``accuracy/heldout`` (``--task sort`` / ``add``), a column gives its final value (the mean of
-the last 10 % of its evaluations: with the default 16 evaluations, the last one). When some run is
+final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps of the raw,
+unsmoothed values (the figure is smoothed, so its curves end lower or higher than the table's
+numbers when a metric is still moving). When some run logs ``accuracy/heldout`` (``--task sort`` /
+``add``), a column gives the final held-out accuracy, the accuracy/heldout of the run's last
+evaluation, which is its last step (tracking.final_heldout, as scripts/experiments.py). When some run is
 DPO, columns give its final ``rewards/accuracies`` and ``rewards/margins`` and the seconds it spent
 building preference pairs before its first step; a DPO row has no level ("–"), and its final
 reward, ``kl/ref`` and length are those of its last evaluations.
@@ -108,7 +110,8 @@ def _final(run: Run, tag: str, digits: str = ".3g") -> str:
 
 
 def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
-    """One row per run; a "final accuracy/heldout" column (the last evaluations) when some run has it,
+    """One row per run, from the raw (unsmoothed) values; a "final accuracy/heldout" column (the last
+    evaluation) when some run has it,
     DPO's columns (final rewards/accuracies and rewards/margins, seconds spent building pairs) when
     some run is DPO."""
     accuracy = any("accuracy/heldout" in run.metrics for run in runs)
@@ -207,6 +210,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"no run folder (one with metrics.csv) in: {', '.join(map(str, args.runs))}")
     runs = [load_run(folder) for folder in folders]
     print(markdown_table(runs, args.threshold))
+    print(
+        f"\nfinal: the mean of the last 10 % of steps, raw values (the figure is smoothed, --smooth {args.smooth:g}; "
+        "the table is not); final accuracy/heldout: the last evaluation."
+    )
     panels = plot(runs, args.out, args.smooth, args.x)
     drawn = ", ".join(p.tag if p.level is None else f"{p.tag} ({p.level} level)" for p in panels)
     print(f"\nfigure saved to {args.out}: {drawn}", file=sys.stderr)

@@ -149,7 +149,8 @@ def _sample_and_rank(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
 def cached_pairs(run: TrainingRun) -> tuple[list[dict], Path]:
     """The pairs :func:`build_pairs` makes for ``run.config``: read from ``pairs_dir`` if a file was built
     with the same settings, else built (from the starting policy), written there and returned.
-    Prints where they are and, when built, how long it took."""
+    Prints where they are (train_dpo.py then prints how long it took, the seconds summary.json's
+    ``pairs_s`` records)."""
     config: DPOConfig = run.config
     settings = pair_settings(config)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
@@ -181,7 +182,7 @@ def cached_pairs(run: TrainingRun) -> tuple[list[dict], Path]:
     sidecar.write_text(json.dumps(record, indent=2) + "\n")
     print(
         f"pairs: built {len(pairs)} from {config.pair_prompts} prompts x {config.pair_samples} replies "
-        f"({ties} prompts all tied) in {seconds:.1f} s; saved to {path}",
+        f"({ties} prompts all tied); saved to {path}",
         file=sys.stderr,
     )
     return pairs, path

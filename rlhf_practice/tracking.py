@@ -11,8 +11,9 @@ Files of a run folder (one run = one folder under ``runs/``):
   seconds set aside before or between steps, such as ``pairs_s``: train_dpo.py's preference pairs);
 - ``policy/``: the final policy and tokenizer, saved with ``save_pretrained``.
 
-:func:`load_run` reads such a folder back (``compare`` and ``scripts/benchmark.py`` use it), and
-:func:`final_mean` is the one definition of a run's "final" value.
+:func:`load_run` reads such a folder back (``compare`` and ``scripts/benchmark.py`` use it),
+:func:`final_mean` is the one definition of a run's "final" value of a per-step metric, and
+:func:`final_heldout` the one definition of its final held-out accuracy (the last evaluation).
 """
 
 from __future__ import annotations
@@ -85,6 +86,15 @@ def final_mean(values: list[float]) -> float:
     """A run's final value of a metric: the mean over its last 10 % of steps (at least one); NaN if empty."""
     tail = values[-max(1, len(values) // 10) :]
     return sum(tail) / len(tail) if tail else math.nan
+
+
+HELDOUT = "accuracy/heldout"
+
+
+def final_heldout(values: list[float]) -> float:
+    """A run's final held-out accuracy: ``accuracy/heldout`` at its last evaluation (the run's last step
+    always evaluates), given the evaluations' values in order; NaN if there were none."""
+    return values[-1] if values else math.nan
 
 
 def check_finite(name: str, value: torch.Tensor) -> None:
@@ -356,8 +366,10 @@ class Run:
         return self.config.get("level", "sequence")
 
     def final(self, tag: str) -> float:
-        """:func:`final_mean` of ``tag`` (of the values it has: for ``accuracy/heldout``, its evaluations)."""
-        return final_mean(self.metrics.get(tag, []))
+        """The run's final value of ``tag``: :func:`final_heldout` for ``accuracy/heldout`` (its last
+        evaluation), else :func:`final_mean` of the values it has."""
+        values = self.metrics.get(tag, [])
+        return final_heldout(values) if tag == HELDOUT else final_mean(values)
 
     def steps_of(self, tag: str) -> list[int]:
         """The steps at which ``tag`` was logged: every step, or for ``accuracy/heldout`` the evaluations."""

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -92,8 +93,20 @@ def work_offline_unless_hub_answers(names: list[str], timeout: float = 3.0) -> N
             sys.modules["datasets.config"].HF_HUB_OFFLINE = True
 
 
-def _sigterm_as_ctrl_c(signum: int, frame: object) -> None:
+def _signal_as_ctrl_c(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """The handler once run_main is on its way out: a signal then changes nothing."""
+
+
+SETTLE_S = 0.05
+"""Seconds run_main waits, after an error that is not an interrupt, for a signal that has already
+arrived to raise its KeyboardInterrupt. Python runs a signal's handler between two instructions of the
+main thread, and a signal that the kernel hands to another thread of the process (the tokenizer's, a
+hub check's) reaches it a moment later: meanwhile the start-up step it cut short can fail on its own
+(a tokenizer that never came back). Reported as that failure, an interrupt would be a traceback."""
 
 
 def check_writable(run_dir: Path) -> None:
@@ -114,11 +127,23 @@ def run_main(main: Callable[[], None]) -> None:
 
     Exit codes: 0 success (an interrupted run that saved its work included), 1 training error, 2 bad
     setting or input (configuration, data, model), 3 unfinished student stub, 130 interrupted during
-    start-up. SIGTERM is handled like Ctrl-C.
+    start-up. SIGTERM is handled like Ctrl-C, and an interrupt at any point of the start-up is one line
+    and exit 130, even when the step it cut short failed before the interrupt was raised (SETTLE_S).
     """
-    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, _signal_as_ctrl_c)
     try:
-        main()
+        try:
+            main()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            time.sleep(SETTLE_S)  # an interrupt that already arrived raises here, in place of this error
+            raise
+        finally:
+            for sig in previous:
+                signal.signal(sig, _ignore_signal)
     except KeyboardInterrupt:
         print("\ninterrupted during start-up: nothing was written.", file=sys.stderr)
         sys.exit(130)
@@ -139,6 +164,8 @@ def run_main(main: Callable[[], None]) -> None:
     finally:  # leave the process group of a run under a launcher, whatever the exit: a process that
         if torch.distributed.is_initialized():  # exits with it open can abort in gloo's teardown
             torch.distributed.destroy_process_group()
+        for sig, handler in previous.items():  # the caller's (a test's) handlers back
+            signal.signal(sig, handler)
 
 
 def _other_process() -> bool:

@@ -34,9 +34,11 @@ first, "max" / "min" the largest / smallest value of any step, "mean" the mean o
 weight up to 1 scales the reward exactly, the reward being clipped to [-1, 1]), so that runs with a
 scaled reward compare on one scale; "steps to 0.8·weight" is the first step at which reward/mean
 reached 0.8 times the weight. For the verifiable tasks (task 11), "held-out" columns read
-accuracy/heldout, which is logged at step 1 and every --eval_every steps: "first" is its step-1 value
-(after the warm-up, before any RL), "final" its last value, "steps to 0.8" the first evaluation at
-or above 0.8. For train_dpo.py (task 12), reward/mean, kl/ref and response/length come from
+accuracy/heldout, which is logged at step 1, every --eval_every steps and at the last step: "first" is
+its step-1 value (after the warm-up, before any RL); "final" is the final held-out accuracy, the
+accuracy/heldout of the run's last evaluation, which is its last step (tracking.final_heldout, as
+compare's table); "steps to 0.8" the first evaluation at or above 0.8. Their "first reward" and
+"first reward/format" are, like every other "first", means over the first 10 % of steps. For train_dpo.py (task 12), reward/mean, kl/ref and response/length come from
 fresh replies every --eval_every steps, so their "first" and "final" are over those evaluations
 (with the default 21 evaluations, the first two and the last two), and "steps to 0.8" is the first evaluation
 at or above 0.8; "wall s" leaves out the seconds spent building preference pairs, which "pair
@@ -87,7 +89,7 @@ from rlhf_practice.modeling import PolicyValueModel  # noqa: E402
 from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.sampling import Sampler  # noqa: E402
 from rlhf_practice.tasks import build_task  # noqa: E402
-from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
+from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
@@ -129,7 +131,7 @@ COLUMNS = {
     "positive words per reply, first 10 %": ("", "samples_first"),
     "positive words per reply, last 10 %": ("", "samples_final"),
     "first held-out": ("accuracy/heldout", "step1"),
-    "final held-out": ("accuracy/heldout", "last"),
+    "final held-out": ("accuracy/heldout", "last"),  # tracking.final_heldout: the last evaluation
     "held-out steps to 0.8": ("accuracy/heldout", "reach"),
     "first reward/format": ("reward/format", "first"),
     "final reward/format": ("reward/format", "final"),
@@ -434,7 +436,7 @@ def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
         elif how == "step1":
             out[column] = values[0]
         elif how == "last":
-            out[column] = values[-1]
+            out[column] = final_heldout(values)
         elif how == "median20":
             out[column] = statistics.median(values[:20])
         elif how == "first":

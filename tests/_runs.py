@@ -24,6 +24,8 @@ SIZES = {
 def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:
     """Run train_<algorithm>.py in this process; returns (exit code, stderr, run folder)."""
     argv = [f"train_{algorithm}.py", *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
+    if algorithm == "dpo" and "--pairs_dir" not in args:  # pairs built under run_dir, never in the repository's pairs/
+        argv += ["--pairs_dir", str(run_dir / "pairs")]
     old_argv = sys.argv
     sys.argv = argv
     code = 0

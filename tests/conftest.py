@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,23 @@ if "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
     if "torch" in sys.modules:  # imported before this file (by another plugin): too late for the variable
         sys.modules["torch"].set_num_threads(1)
+
+
+REPO_PAIRS = Path(__file__).resolve().parents[1] / "pairs"  # train_dpo.py's default --pairs_dir, the student's own
+
+
+def _files(folder: Path) -> set[Path]:
+    return set(folder.rglob("*")) if folder.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def _tests_leave_the_repository_pairs_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests write only to temporary folders: a DPO run in a test must give --pairs_dir (tests/_runs.py
+    gives one), or the pairs it builds land in the student's pairs/."""
+    before = _files(REPO_PAIRS)
+    yield
+    new = sorted(str(p.relative_to(REPO_PAIRS.parent)) for p in _files(REPO_PAIRS) - before)
+    assert not new, f"{request.node.nodeid} wrote {new} into the repository; give --pairs_dir a temporary folder"
 
 
 def _is_done(impl: Impl, modules: tuple[str, ...]) -> bool:

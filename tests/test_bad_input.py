@@ -239,6 +239,24 @@ def test_a_signal_during_start_up_is_one_line(tmp_path: Path, sig: signal.Signal
     assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_whose_handler_runs_late_is_one_line(tmp_path: Path, sig: signal.Signals, working_impl: str) -> None:
+    """A signal the kernel hands to another thread reaches the main one a moment late: meanwhile the
+    start-up step it cut short fails on its own (here: the tokenizer's length). Still one line, exit 130."""
+    code = (
+        "import _thread, functools, runpy, sys\n"
+        "from rlhf_practice.tasks.sentiment import SentimentTask\n"
+        "class Cut:  # len() trips the signal, then fails before Python runs the signal's handler\n"
+        f"    __len__ = staticmethod(functools.partial(_thread.interrupt_main, {int(sig)}))\n"
+        "SentimentTask.load_tokenizer = lambda self: Cut()\n"
+        f"sys.argv = ['train_grpo.py', '--impl', {working_impl!r}, '--run_dir', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({str(ROOT / 'train_grpo.py')!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 130 and "interrupted during start-up: nothing was written." in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir()), proc.stderr
+
+
 def test_grading_with_a_space_after_impl_is_refused(tmp_path: Path) -> None:
     """`pytest -m graded --impl submissions/alice` makes pytest adopt the folder (and its planted
     pytest.ini) as rootdir: the plugin refuses with one line."""

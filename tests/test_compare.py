@@ -9,7 +9,7 @@ import pytest
 
 from rlhf_practice.compare import find_runs, main, plot, smooth
 from rlhf_practice.modeling import Generation
-from rlhf_practice.tracking import final_mean, load_run, mean_metrics, rollout_stats
+from rlhf_practice.tracking import final_heldout, final_mean, load_run, mean_metrics, rollout_stats
 
 
 def _fake_run(folder: Path, algorithm: str, rewards: list[float], level: str = "sequence") -> Path:
@@ -43,6 +43,7 @@ def test_table_and_figure(tmp_path: Path, capsys) -> None:
     )
     assert "| grpo-b | grpo | sequence | 3 | 0.300 | never | never | n/a | 1.5 | 1.5 | 12.5 |" in table
     assert "| ppo-a | ppo | sequence | 20 | 0.700 | 20 | 40.0 | n/a | 1.5 | 1.5 | 12.5 |" in table
+    assert "the table is not" in captured.out  # the caption says which of table and figure is smoothed
     assert out.read_bytes()[:4] == b"\x89PNG"
     # No kl/ref panel: no run has it. A NaN explained variance is a gap, not an empty panel.
     drawn = captured.err.split("figure saved to")[1]
@@ -95,6 +96,17 @@ def test_final_mean_is_the_last_tenth() -> None:
     assert final_mean([]) != final_mean([])  # NaN
 
 
+def test_final_heldout_is_the_last_evaluation(tmp_path: Path) -> None:
+    """One definition of the final held-out accuracy, the last evaluation, whatever the number of evaluations."""
+    evaluations = [0.3] + [0.1] * 20 + [0.5, 0.9]
+    assert final_heldout(evaluations) == 0.9 and final_heldout([]) != final_heldout([])
+    folder = _fake_run(tmp_path / "sort", "grpo", [0.5] * len(evaluations))
+    rows = (folder / "metrics.csv").read_text().splitlines()
+    rows = [rows[0] + ",accuracy/heldout", *(f"{row},{v}" for row, v in zip(rows[1:], evaluations))]
+    (folder / "metrics.csv").write_text("\n".join(rows) + "\n")
+    assert load_run(folder).final("accuracy/heldout") == 0.9
+
+
 def test_metric_helpers() -> None:
     import torch
 
@@ -143,7 +155,7 @@ def test_dpo_beside_ppo_and_grpo(tmp_path: Path, capsys) -> None:
     out = tmp_path / "fig.png"
     main([str(tmp_path / "runs"), "--out", str(out), "--x", "time"])
     captured = capsys.readouterr()
-    table = captured.out.splitlines()
+    table = [line for line in captured.out.splitlines() if line.startswith("|")]  # the caption follows it
     assert table[0].endswith(
         "| final response/length | final rewards/accuracies | final rewards/margins | pair building (s) | wall time (s) |"
     )

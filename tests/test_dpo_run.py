@@ -60,6 +60,8 @@ def test_two_step_run_logs_trl_tags_and_fresh_samples(tmp_path: Path, capsys, wo
     assert float(first["rewards/margins"]) == 0 and float(first["kl/ref"]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["pairs_s"] > 0
+    printed = float(err.split("pairs_s = ")[1].split(" s")[0])  # the start-up line and summary.json: one measurement
+    assert printed == pytest.approx(summary["pairs_s"], abs=0.051)
     pairs_file = Path(summary["pairs_file"])
     record = json.loads(pairs_file.with_suffix(".json").read_text())
     assert record["settings"]["pair_samples"] == 4 and "train_dpo.py" in record["command"]

@@ -159,6 +159,34 @@ def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
     assert "Traceback" not in err
 
 
+FIRST_CHECKED = {"ppo": ("ppo.py", "compute_advantages"), "grpo": ("grpo.py", "compute_group_advantages")}
+FIRST_CHECKED["dpo"] = ("dpo.py", "reply_logps")
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "dpo"])
+def test_the_preset_line_comes_first_even_before_any_function_is_written(
+    algorithm: str, tmp_path: Path, capsys
+) -> None:
+    """README: a script's first line names the preset; that holds when the stub check stops it."""
+    folder = tmp_path / "stub_impl"
+    folder.mkdir()
+    for source in (ROOT / "rlhf_practice/rl").glob("[!_]*.py"):
+        (folder / source.name).write_text(source.read_text())
+    file, function = FIRST_CHECKED[algorithm]
+    stub = f'def {function}(*args, **kwargs):\n    raise NotImplementedError("{function} is not implemented yet.")\n'
+    (folder / file).write_text((folder / file).read_text() + "\n" + stub)
+    argv = [f"train_{algorithm}.py", "--impl", str(folder), "--run_dir", str(tmp_path / "runs")]
+    old_argv, sys.argv = sys.argv, argv
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
+    finally:
+        sys.argv = old_argv
+    lines = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == 3 and lines[0].startswith("preset: "), lines[:2]
+    assert function in lines[1]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
