@@ -604,27 +604,23 @@ def _(fn, ex):
     "equal_group_gives_zeros",
     "a group whose rewards are all equal gets advantages 0 (to within 0.01), not NaN, whatever the value, in float32 "
     "too, alone or beside other groups",
-    st.tuples(st.integers(1, 3), st.sampled_from([2, 3, 6, 8])).flatmap(
-        lambda bk: st.fixed_dictionaries(
-            {
-                "rewards": tensor((bk[0] * bk[1],)),
-                "group_size": st.just(bk[1]),
-                "normalize": st.booleans(),
-                "value": TIE_VALUES,
-                "group": st.integers(0, bk[0] - 1),
-                "dtype": DTYPES,
-            }
-        )
-    ),
+    st.fixed_dictionaries({"value": TIE_VALUES, "others": tensor((2, 8)), "where": st.integers(0, 2)}),
 )
 def _(fn, ex):
-    r, k, g = ex["rewards"].clone(), ex["group_size"], ex["group"]
-    r[g * k : (g + 1) * k] = ex["value"]
-    r = r.to(ex["dtype"])
-    a = fn(r, k, ex["normalize"])
-    if not isinstance(a, torch.Tensor) or a.shape != r.shape or not torch.isfinite(a).all():
-        return got(a)
-    return None if close(a[g * k : (g + 1) * k], torch.zeros(k, dtype=a.dtype), TIE_TOL) else got(a)
+    for dtype in (torch.float32, torch.float64):
+        for k in (3, 6, 8):
+            for beside in (False, True):
+                groups = [ex["others"][0, :k], ex["others"][1, :k]] if beside else []
+                g = min(ex["where"], len(groups))
+                groups.insert(g, torch.full((k,), ex["value"], dtype=torch.float64))
+                r = torch.cat(groups).to(dtype)
+                for normalize in (True, False):
+                    a = fn(r, k, normalize)
+                    if not isinstance(a, torch.Tensor) or a.shape != r.shape or not torch.isfinite(a).all():
+                        return f"groups of {k} in {dtype}, normalize={normalize}: {got(a)}"
+                    if not close(a[g * k : (g + 1) * k], torch.zeros(k, dtype=dtype), TIE_TOL):
+                        return f"group {g} tied, groups of {k} in {dtype}, normalize={normalize}: {got(a)}"
+    return None
 
 
 @law(
