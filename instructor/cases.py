@@ -179,12 +179,12 @@ def _name(dtype: torch.dtype) -> str:
 TIE_TOLERANCE = 0.01
 
 
-def _tie_value(g: torch.Generator, n: int = 8) -> float:
-    """A reward for a tie of ``n``: one whose float32 mean over ``n`` replies is off by an ulp (over 8, 2.2 is exact
-    and 12.4 is not)."""
+def _tie_value(g: torch.Generator, n: int = 8, minus: float = 0.0) -> float:
+    """A reward for a tie of ``n``: one whose float32 mean over ``n`` replies (less ``minus``, the value baseline of
+    compute_advantages) is off by an ulp (over 8, 2.2 is exact and 12.4 is not)."""
     while True:
         value = _uniform(g, -20, 20, 1).item()
-        tie = torch.full((n,), value, dtype=torch.float32)
+        tie = torch.full((n,), value, dtype=torch.float32) - torch.full((n,), minus, dtype=torch.float32)
         if tie.mean() != tie[0]:
             return value
 
@@ -243,9 +243,9 @@ def advantage_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     for dtype in DTYPES:  # equal advantages whose float32 mean is off by an ulp: 0 all the same (to within 0.01)
         rewards, values = torch.full((8,), 1.4, dtype=dtype), torch.zeros(8, dtype=dtype)
         if fresh:
-            n = int(torch.randint(5, 65, (), generator=g))
-            rewards = torch.full((n,), _tie_value(g, n), dtype=dtype)
-            values = torch.full_like(rewards, _uniform(g, -0.5, 0.5, 1).item())
+            n, value = int(torch.randint(5, 65, (), generator=g)), _uniform(g, -0.5, 0.5, 1).item()
+            rewards = torch.full((n,), _tie_value(g, n, value), dtype=dtype)
+            values = torch.full_like(rewards, value)
         add(
             f"equal_advantages_non_dyadic_{_name(dtype)}",
             f"compute_advantages on {len(rewards)} replies with rewards - values all equal to "
