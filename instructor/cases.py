@@ -758,6 +758,13 @@ def gae_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
 TOKEN_PPO_NAMES = ("new_logprobs", "old_logprobs", "advantages", "new_values", "old_values", "returns", "mask")
 
 
+def _very_unlikely(g: torch.Generator, fresh: bool) -> torch.Tensor:
+    """(2, 3) float32 old log-probs of very unlikely tokens, -200 to -120: exp() of them underflows to 0."""
+    if fresh:
+        return _uniform(g, -200, -120, 2, 3, dtype=torch.float32)
+    return torch.tensor([[-150.0, -180.0, -125.0], [-200.0, -140.0, -160.0]])
+
+
 def _token_ppo_book():
     """TASKS.md §8.3: two replies of 3 and 2 tokens (the third column of reply 2 is padding)."""
     mask = _mask([3, 2], 3)
@@ -841,9 +848,7 @@ def token_ppo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                 inputs([t.to(dtype) for t in (new, old, adv, new_v, old_v, ret, mask)], 0.2, 0.2),
             )
     new, old, adv, new_v, old_v, ret, mask = (t.float() for t in book)
-    old = torch.tensor([[-150.0, -180.0, -125.0], [-200.0, -140.0, -160.0]])  # float32: exp() underflows to 0
-    if fresh:
-        old = _uniform(g, -200, -120, 2, 3, dtype=torch.float32)
+    old = _very_unlikely(g, fresh)
     add(
         "very_unlikely_tokens_stay_finite",
         f"token_ppo_loss in float32 on {example} with old log-probs from -200 to -120 (very unlikely tokens)",
@@ -955,9 +960,7 @@ def grpo_clip_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                     ),
                 )
     lp, old, ref, adv, mask = (t.float() for t in book)
-    low = torch.tensor([[-150.0, -180.0, -125.0], [-200.0, -140.0, -160.0]])  # float32: exp() underflows to 0
-    if fresh:
-        low = _uniform(g, -200, -120, 2, 3, dtype=torch.float32)
+    low = _very_unlikely(g, fresh)
     add(
         "very_unlikely_tokens_stay_finite",
         f"grpo_clip_loss in float32 on {example} with old log-probs from -200 to -120 (very unlikely tokens)",
