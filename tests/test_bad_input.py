@@ -223,38 +223,40 @@ def test_run_folder_gone_unwritable_saves_elsewhere(tmp_path: Path, capsys, work
     assert (saved / "value_head.pt").is_file() and summary["steps"] == 1 and summary["outcome"] == "stopped"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_during_start_up_is_one_line(tmp_path: Path, sig: signal.Signals, working_impl: str) -> None:
+def _interrupted_start_up(tmp_path: Path, working_impl: str, patch: str) -> None:
+    """train_grpo.py with its tokenizer loading replaced by ``patch`` (code that sets
+    SentimentTask.load_tokenizer and raises a signal in it): one line, exit 130, nothing written."""
     code = (
-        "import os, signal, sys, runpy\n"
+        "import runpy, sys\n"
         "from rlhf_practice.tasks.sentiment import SentimentTask\n"
-        "def load(*a, **k):\n"
-        f"    os.kill(os.getpid(), {int(sig)})\n"
-        "SentimentTask.load_tokenizer = load\n"
-        f"sys.argv = ['train_grpo.py', '--impl', {working_impl!r}, '--run_dir', {str(tmp_path)!r}]\n"
-        f"runpy.run_path({str(ROOT / 'train_grpo.py')!r}, run_name='__main__')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 130 and "interrupted during start-up: nothing was written." in proc.stderr
-    assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_whose_handler_runs_late_is_one_line(tmp_path: Path, sig: signal.Signals, working_impl: str) -> None:
-    """A signal the kernel hands to another thread reaches the main one a moment late: meanwhile the
-    start-up step it cut short fails on its own (here: the tokenizer's length). Still one line, exit 130."""
-    code = (
-        "import _thread, functools, runpy, sys\n"
-        "from rlhf_practice.tasks.sentiment import SentimentTask\n"
-        "class Cut:  # len() trips the signal, then fails before Python runs the signal's handler\n"
-        f"    __len__ = staticmethod(functools.partial(_thread.interrupt_main, {int(sig)}))\n"
-        "SentimentTask.load_tokenizer = lambda self: Cut()\n"
+        f"{patch}"
         f"sys.argv = ['train_grpo.py', '--impl', {working_impl!r}, '--run_dir', {str(tmp_path)!r}]\n"
         f"runpy.run_path({str(ROOT / 'train_grpo.py')!r}, run_name='__main__')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 130 and "interrupted during start-up: nothing was written." in proc.stderr
     assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir()), proc.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_start_up_is_one_line(tmp_path: Path, sig: signal.Signals, working_impl: str) -> None:
+    patch = (
+        f"import os\ndef load(*a, **k):\n    os.kill(os.getpid(), {int(sig)})\nSentimentTask.load_tokenizer = load\n"
+    )
+    _interrupted_start_up(tmp_path, working_impl, patch)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_whose_handler_runs_late_is_one_line(tmp_path: Path, sig: signal.Signals, working_impl: str) -> None:
+    """A signal the kernel hands to another thread reaches the main one a moment late: meanwhile the
+    start-up step it cut short fails on its own (here: the tokenizer's length). Still one line, exit 130."""
+    patch = (
+        "import _thread, functools\n"
+        "class Cut:  # len() trips the signal, then fails before Python runs the signal's handler\n"
+        f"    __len__ = staticmethod(functools.partial(_thread.interrupt_main, {int(sig)}))\n"
+        "SentimentTask.load_tokenizer = lambda self: Cut()\n"
+    )
+    _interrupted_start_up(tmp_path, working_impl, patch)
 
 
 def test_grading_with_a_space_after_impl_is_refused(tmp_path: Path) -> None:
