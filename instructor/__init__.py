@@ -1,7 +1,7 @@
 """The instructor wing: everything that needs the answer key or grades students. Never shipped.
 
     python -m instructor stubs            # rewrite rlhf_practice/rl/ from the answer key
-    python -m instructor fixtures         # record tests/fixtures/graded_cases.pt (kept if it agrees)
+    python -m instructor fixtures         # record tests/fixtures/graded/<file>.pt (each kept if it agrees)
     python -m instructor mutations        # every mistake of the catalog fails, every right variant passes
     python -m instructor gate-bars        # the outcome gates: the key on 5 seeds, the stubs, the catalog
     python -m instructor properties       # how many catalogued mistakes the property tests catch alone

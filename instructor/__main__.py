@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlhf_practice.checks import CASES_FILE
-from rlhf_practice.course import ROOT
+from rlhf_practice.checks import CASES_DIR
+from rlhf_practice.course import MODULES, ROOT
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("stubs", help="rewrite the student files in rlhf_practice/rl/ from the answer key")
     commands.add_parser(
         "fixtures",
-        help=f"record {CASES_FILE.relative_to(ROOT)} from the answer key (kept if it already agrees)",
+        help=f"record {CASES_DIR.relative_to(ROOT)}/<student file>.pt from the answer key (each kept if it agrees)",
     )
     commands.add_parser("mutations", help="check that the graded cases fail every catalogued mistake")
     commands.add_parser(
@@ -51,12 +51,14 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "fixtures":
         from instructor.fixtures import record
 
-        count, written = record(CASES_FILE)
-        if written:
-            print(f"wrote {count} cases to {CASES_FILE} ({CASES_FILE.stat().st_size / 1024:.0f} KiB)")
-        else:
+        count, written = record(CASES_DIR)
+        for path in written:
+            print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")
+        kept = len(MODULES) - len(written)
+        if kept:
             print(
-                f"{CASES_FILE} already agrees with the answer key ({count} cases, within the fixture tolerance): kept"
+                f"{kept} of the {len(MODULES)} files of {CASES_DIR.relative_to(ROOT)} already agree with the answer key "
+                f"({count} cases in all, within the fixture tolerance): kept"
             )
     elif args.command == "mutations":
         from instructor.mutations import main as mutations

@@ -1,6 +1,6 @@
 """Instructor only: do the recorded graded cases still say what the answer key computes?
 
-    python -m instructor fixtures      # record tests/fixtures/graded_cases.pt (kept if it agrees)
+    python -m instructor fixtures      # record tests/fixtures/graded/<file>.pt (each kept if it agrees)
 
 The recorded cases are made on one machine and checked on every other. Two correct ``exp``s, or two
 summation orders, may differ by an ulp, so a float is compared with a tolerance per dtype, and
@@ -35,7 +35,8 @@ from pathlib import Path
 
 import torch
 
-from rlhf_practice.checks import CASES_FILE, load_cases
+from rlhf_practice.checks import CASES_DIR, load_cases
+from rlhf_practice.course import MODULES, module_of
 
 _EPS32 = torch.finfo(torch.float32).eps
 TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
@@ -140,20 +141,25 @@ def differences(recorded: list[dict], fresh: list[dict]) -> list[str]:
     return [line for a, b in zip(recorded, fresh) for line in case_differences(a, b)]
 
 
-def record(path: Path = CASES_FILE, cases: list[dict] | None = None) -> tuple[int, bool]:
-    """Save ``cases`` (default: built from the answer key) to ``path``, unless the file there already
-    agrees within :data:`TOLERANCE` (then it is kept as it is, so that recording on another CPU changes
-    no byte). Returns (number of cases, whether the file was written)."""
+def record(folder: Path = CASES_DIR, cases: list[dict] | None = None) -> tuple[int, list[Path]]:
+    """Save ``cases`` (default: built from the answer key) into ``folder``, one file per student file
+    (``ppo.pt``, ...), except a file that already agrees within :data:`TOLERANCE`: it is kept as it is, so
+    that recording on another CPU changes no byte. Returns (number of cases, the files written)."""
     from instructor.cases import build_cases
 
     cases = build_cases() if cases is None else cases
-    try:
-        if path.is_file() and not differences(load_cases(path), cases):
-            return len(cases), False
-    except Exception:  # noqa: BLE001 - an unreadable or foreign file is simply replaced
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(cases, partial)
-    os.replace(partial, path)
-    return len(cases), True
+    written = []
+    for module in MODULES:
+        mine = [case for case in cases if module_of(case["function"]) == module]
+        path = folder / f"{module}.pt"
+        try:
+            if path.is_file() and not differences(load_cases(path), mine):
+                continue
+        except Exception:  # noqa: BLE001 - an unreadable or foreign file is simply replaced
+            pass
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        torch.save(mine, partial)
+        os.replace(partial, path)
+        written.append(path)
+    return len(cases), written

@@ -3,7 +3,7 @@
     python -m instructor properties
 
 Every variant of :mod:`instructor.mistakes` runs, in this process and in place of the key's function,
-through every property of its function in tests/_properties.py: the same code and the same
+through every property of its function in tests/properties/<file>.py: the same code and the same
 deterministic examples as the student suite (tests/test_properties.py). A wrong variant counts as
 caught when at least one property fails; the mistakes no property catches are listed (the recorded and
 hidden cases still catch them: ``python -m instructor mutations``). Exits 1 if a right variant, or the
@@ -12,7 +12,7 @@ key, fails a property.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -24,12 +24,12 @@ from rlhf_practice.course import GRADED, ROOT, module_of
 
 @cache
 def properties_module() -> ModuleType:
-    """tests/_properties.py, loaded by path (tests/ is not a package)."""
-    path = ROOT / "tests" / "_properties.py"
-    spec = importlib.util.spec_from_file_location("rlhf_tests_properties", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
+    """tests/properties, with the laws of every graded function loaded (tests/ is not a package: pytest puts
+    it on sys.path, and so does this)."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    module = importlib.import_module("properties")
+    module.laws()
     return module
 
 
@@ -44,7 +44,7 @@ class Result:
 def run(function: str, name: str, verdict: str, fn: object) -> Result:
     """Every property of ``function`` against ``fn``: the same examples as the student suite, without
     shrinking a counterexample (a count needs only whether a law broke)."""
-    props = [p for p in properties_module().PROPERTIES if p.function == function]
+    props = properties_module().laws(function)
     failures = [m for m in (properties_module().failure(p, fn, shrink=False) for p in props) if m]
     return Result(function, name, verdict, failures)
 

@@ -1,7 +1,8 @@
 """The graded checks: run a student function on one recorded case and explain, in words, what differs.
 
 A *case* is one call of a graded function with its expected outcome, recorded from the answer key in
-``tests/fixtures/graded_cases.pt`` (a list of plain dicts, loaded with ``weights_only=True``):
+``tests/fixtures/graded/<file>.pt``, one file per student file (``ppo.pt`` holds the cases of the graded
+functions of rlhf_practice/rl/ppo.py): a list of plain dicts, loaded with ``weights_only=True``:
 
     id            short name, unique per function ("book_example", "random_float32_n64_clip0.2", ...)
     function      the graded function ("compute_advantages", ...), section its TASKS.md section
@@ -46,13 +47,20 @@ import torch
 
 from rlhf_practice import PACKAGE_DIR
 
-CASES_FILE = PACKAGE_DIR.parent / "tests" / "fixtures" / "graded_cases.pt"
+CASES_DIR = PACKAGE_DIR.parent / "tests" / "fixtures" / "graded"  # <student file>.pt: its functions' cases
 NOT_IMPLEMENTED = "NotImplementedError"
 
 
-def load_cases(path: Path = CASES_FILE, function: str | None = None) -> list[dict]:
-    """The recorded cases (of one function, if given), in file order."""
-    cases = torch.load(path, weights_only=True)
+def load_cases(path: Path = CASES_DIR, function: str | None = None) -> list[dict]:
+    """The recorded cases (of one function, if given), in the course's order. ``path`` is a folder of one
+    file per student file (only the file of ``function`` is read), or one file that holds them all."""
+    from rlhf_practice.course import MODULES, module_of
+
+    if path.is_dir():
+        modules = MODULES if function is None else (module_of(function),)
+        cases = [case for m in modules for case in torch.load(path / f"{m}.pt", weights_only=True)]
+    else:
+        cases = torch.load(path, weights_only=True)
     return [case for case in cases if function is None or case["function"] == function]
 
 

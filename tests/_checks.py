@@ -1,4 +1,4 @@
-"""Run a graded function on its recorded cases (tests/fixtures/graded_cases.pt) and fail in words.
+"""Run a graded function on its recorded cases (tests/fixtures/graded/<file>.pt) and fail in words.
 
 The comparison itself is :func:`rlhf_practice.checks.check_case`, the same one the grader uses.
 """
@@ -12,15 +12,17 @@ from functools import cache
 import pytest
 
 from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases, run_case
-from rlhf_practice.course import graded, module_of
+from rlhf_practice.course import GRADED, graded, module_of
 from rlhf_practice.errors import ConfigError
 
 
 @cache
-def recorded_cases() -> tuple[dict, ...]:
-    """tests/fixtures/graded_cases.pt, read once: two test modules parametrize over it when pytest collects
-    (reading it takes a fifth of a second). Shared between tests: read it, never change it."""
-    return tuple(load_cases())
+def recorded_cases(function: str | None = None) -> tuple[dict, ...]:
+    """The recorded cases of ``function`` (default: of every graded function), read once: only its student
+    file's fixture is read. Shared between tests: read them, never change them."""
+    if function is None:
+        return tuple(c for g in GRADED for c in recorded_cases(g.function))
+    return tuple(load_cases(function=function))
 
 
 def student_module(impl: object, name: str) -> object:
@@ -58,4 +60,4 @@ def _fails(module: object, function: str) -> bool:
         return True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return any(check_case(c, run_case(fn, c)) for c in recorded_cases() if c["function"] == function)
+        return any(check_case(c, run_case(fn, c)) for c in recorded_cases(function))

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _selection import module_may_match
 
 from rlhf_practice.course import REQUIRED_MODULES, Impl
 from rlhf_practice.errors import ConfigError
@@ -29,6 +30,14 @@ if "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
     if "torch" in sys.modules:  # imported before this file (by another plugin): too late for the variable
         sys.modules["torch"].set_num_threads(1)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Skip importing a test module none of whose tests -m can select (``pytest -m graded`` imports only the
+    modules that mark a test graded): see tests/_selection.py."""
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return not module_may_match(collection_path, config.option.markexpr) or None
+    return None
 
 
 REPO_PAIRS = Path(__file__).resolve().parents[1] / "pairs"  # train_dpo.py's default --pairs_dir, the student's own

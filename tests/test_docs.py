@@ -21,7 +21,7 @@ from functools import cache
 import pytest
 import torch
 from _checks import recorded_cases
-from _properties import PROPERTIES
+from properties import laws
 
 from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import check_case
@@ -369,7 +369,7 @@ def _k_selects(expression: str) -> set[str]:
     """The graded functions whose tests ``pytest -m graded -k expression`` selects (a name matches where
     it is a part of a test's name, as pytest's -k does)."""
     tests = [(test, case["function"]) for test, case in zip(_graded_test_names(), recorded_cases())]
-    tests += [(f"test_property[{p.test_id}]", p.function) for p in PROPERTIES]
+    tests += [(f"test_property[{p.test_id}]", p.function) for p in laws()]
     return {
         function
         for test, function in tests

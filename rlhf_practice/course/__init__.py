@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -33,6 +33,9 @@ class GradedFunction:
     module: str  # "ppo", "grpo", "token_level", "lecture" or "dpo": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
+    # A tiny valid input, enough to tell a stub from an implementation (:func:`probe_args`): its arguments,
+    # where a list of floats stands for a float tensor of that shape; or a function that returns them.
+    probe: tuple | Callable[[], tuple] = field(compare=False, repr=False)
 
     @property
     def student_file(self) -> str:
@@ -44,27 +47,42 @@ class GradedFunction:
         return answer_path(self.module).relative_to(ROOT).as_posix()
 
 
+def _reply_batch() -> tuple:
+    """(model, input_ids, attention_mask, prompt_lengths): a one-layer GPT-2 and one prompt + reply of two tokens each."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
+    return model, torch.tensor([[3, 4, 5, 0]]), torch.ones(1, 4, dtype=torch.long), torch.tensor([2])
+
+
+TWO = [0.5, -0.5]  # two numbers (rewards, log-probs, ...)
+ROW, MASK = [[0.5, -0.5]], [[1.0, 1.0]]  # one reply of two tokens, and its mask
+ORDER = ([1, 0, 2], [0, 1, 2])  # a sort prompt and a reply
+
 GRADED: tuple[GradedFunction, ...] = (
-    GradedFunction("compute_advantages", "ppo", "§1.2", 25.0),
-    GradedFunction("ppo_clip_loss", "ppo", "§2.2", 25.0),
-    GradedFunction("compute_group_advantages", "grpo", "§3.2", 25.0),
-    GradedFunction("grpo_loss", "grpo", "§3.3", 25.0),
+    GradedFunction("compute_advantages", "ppo", "§1.2", 25.0, (TWO, [0.0, 0.0])),
+    GradedFunction("ppo_clip_loss", "ppo", "§2.2", 25.0, (TWO, TWO, TWO, 0.2)),
+    GradedFunction("compute_group_advantages", "grpo", "§3.2", 25.0, (TWO, 2)),
+    GradedFunction("grpo_loss", "grpo", "§3.3", 25.0, (TWO, TWO)),
     # The advanced, token-level track (tasks 7-9): points on top of the 100 of tasks 1-4.
-    GradedFunction("masked_mean", "token_level", "§7.2", 5.0),
-    GradedFunction("per_token_kl", "token_level", "§7.3", 10.0),
-    GradedFunction("compute_gae", "token_level", "§8.2", 15.0),
-    GradedFunction("token_ppo_loss", "token_level", "§8.3", 10.0),
-    GradedFunction("grpo_clip_loss", "token_level", "§9.2", 10.0),
+    GradedFunction("masked_mean", "token_level", "§7.2", 5.0, (ROW, MASK)),
+    GradedFunction("per_token_kl", "token_level", "§7.3", 10.0, (ROW, ROW, MASK, "k3")),
+    GradedFunction("compute_gae", "token_level", "§8.2", 15.0, (ROW, ROW, MASK, 1.0, 0.95)),
+    GradedFunction("token_ppo_loss", "token_level", "§8.3", 10.0, (ROW,) * 6 + (MASK, 0.2, 0.2)),
+    GradedFunction("grpo_clip_loss", "token_level", "§9.2", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.2, 0.04, "grpo", 2)),
     # Task 10, the policy-gradient lecture on sorting (seed 004): points on top as well.
-    GradedFunction("sort_distance_reward", "lecture", "§10.1", 5.0),
-    GradedFunction("sort_inclusion_ordering_reward", "lecture", "§10.1", 5.0),
-    GradedFunction("compute_deltas", "lecture", "§10.2", 10.0),
-    GradedFunction("compute_loss", "lecture", "§10.3", 15.0),
-    GradedFunction("compute_kl_penalty", "lecture", "§10.4", 5.0),
+    GradedFunction("sort_distance_reward", "lecture", "§10.1", 5.0, ORDER),
+    GradedFunction("sort_inclusion_ordering_reward", "lecture", "§10.1", 5.0, ORDER),
+    GradedFunction("compute_deltas", "lecture", "§10.2", 10.0, (ROW, "centered_rewards")),
+    GradedFunction("compute_loss", "lecture", "§10.3", 15.0, ([[[0.5], [-0.5]]], ROW, "clipped")),
+    GradedFunction("compute_kl_penalty", "lecture", "§10.4", 5.0, (ROW, ROW)),
     # Task 12, DPO: preference pairs instead of a reward in the loop; points on top as well.
-    GradedFunction("reply_logps", "dpo", "§12.2", 10.0),
-    GradedFunction("reference_logps", "dpo", "§12.2", 5.0),
-    GradedFunction("dpo_loss", "dpo", "§12.3", 10.0),
+    GradedFunction("reply_logps", "dpo", "§12.2", 10.0, _reply_batch),
+    GradedFunction("reference_logps", "dpo", "§12.2", 5.0, _reply_batch),
+    GradedFunction("dpo_loss", "dpo", "§12.3", 10.0, (TWO, TWO, TWO[::-1], TWO[::-1], 0.1)),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
@@ -92,41 +110,16 @@ def graded(module: str) -> dict[str, str]:
 
 
 def probe_args(g: GradedFunction) -> tuple:
-    """A tiny valid input for the graded function ``g``: enough to tell a stub from an implementation."""
+    """``g``'s probe as arguments: a new call's own tensors (a list of floats as a float tensor)."""
     import torch
 
-    if g.function in ("reply_logps", "reference_logps"):
-        return _probe_reply_batch()
-    two = torch.tensor([0.5, -0.5])
-    grid, mask = torch.tensor([[0.5, -0.5]]), torch.ones(1, 2)  # one reply of two tokens
-    return {
-        "compute_advantages": (two, torch.zeros(2)),
-        "ppo_clip_loss": (two, two, two, 0.2),
-        "compute_group_advantages": (two, 2),
-        "grpo_loss": (two, two),
-        "masked_mean": (grid, mask),
-        "per_token_kl": (grid, grid, mask, "k3"),
-        "compute_gae": (grid, grid, mask, 1.0, 0.95),
-        "token_ppo_loss": (grid, grid, grid, grid, grid, grid, mask, 0.2, 0.2),
-        "grpo_clip_loss": (grid, grid, grid, torch.ones(1), mask, 0.2, 0.04, "grpo", 2),
-        "sort_distance_reward": ([1, 0, 2], [0, 1, 2]),
-        "sort_inclusion_ordering_reward": ([1, 0, 2], [0, 1, 2]),
-        "compute_deltas": (grid, "centered_rewards"),
-        "compute_loss": (grid.unsqueeze(-1), grid, "clipped"),
-        "compute_kl_penalty": (grid, grid),
-        "dpo_loss": (two, two, two.flip(0), two.flip(0), 0.1),
-    }[g.function]
+    if callable(g.probe):
+        return g.probe()
 
+    def floats(value: object) -> bool:
+        return isinstance(value, list) and all(floats(v) if isinstance(v, list) else type(v) is float for v in value)
 
-def _probe_reply_batch() -> tuple:
-    """(model, input_ids, attention_mask, prompt_lengths): a one-layer GPT-2 and one prompt + reply of two tokens each."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0)
-    model = GPT2LMHeadModel(config).eval()
-    return model, torch.tensor([[3, 4, 5, 0]]), torch.ones(1, 4, dtype=torch.long), torch.tensor([2])
+    return tuple(torch.tensor(a) if floats(a) else list(a) if isinstance(a, list) else a for a in g.probe)
 
 
 class Impl:

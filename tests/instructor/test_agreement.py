@@ -1,6 +1,6 @@
 """The grade and the student's own pytest agree (issue 44 §2): points come from the hidden cases alone
 (instructor.grading), while a student's pytest runs the published cases and the property laws
-(tests/_properties.py). So every check a law makes that a right answer must pass is also in the cases, and
+(tests/properties/). So every check a law makes that a right answer must pass is also in the cases, and
 every default a docstring states is exercised by a case that leaves the argument out.
 
 The mistakes below are written from the contract (the docstrings and DESIGN.md), in instructor.mistakes; for

@@ -12,9 +12,9 @@ import torch
 from instructor.cases import build_cases
 from instructor.fixtures import case_differences, differences, largest, record
 from rlhf_practice.checks import check_case, load_cases, run_case
-from rlhf_practice.course import GRADED, module_of
+from rlhf_practice.course import GRADED, MODULES, module_of
 
-# The same case book as tests/fixtures/graded_cases.pt at a7cd584, recorded on an Intel Xeon with AVX-512:
+# The same case book as tests/fixtures/graded_cases.pt (now tests/fixtures/graded/) at a7cd584, recorded on an Intel Xeon with AVX-512:
 # 25 values in 15 cases differ from this repository's recording by an ulp or a few (../shared/second-cpu/).
 SECOND_CPU = Path(__file__).parent / "fixtures" / "graded_cases_second_cpu.pt"
 RERECORD = "run python -m instructor fixtures"
@@ -27,7 +27,7 @@ def fresh() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def ours() -> list[dict]:
-    """tests/fixtures/graded_cases.pt: read once, never changed in place."""
+    """tests/fixtures/graded/: read once, never changed in place."""
     return load_cases()
 
 
@@ -187,17 +187,27 @@ def test_a_changed_structure_fails(change: str, ours: list[dict]) -> None:
 
 
 def test_recording_keeps_a_file_that_agrees(tmp_path: Path, fresh: list[dict]) -> None:
-    """`python -m instructor fixtures` on another CPU changes no byte of an agreeing file."""
-    path = tmp_path / "graded_cases.pt"
+    """`python -m instructor fixtures` on another CPU changes no byte of a student file's cases that agree,
+    and rewrites only the files that do not."""
+    folder = tmp_path / "graded"
     other = load_cases(SECOND_CPU)
-    torch.save(other, path)
-    before = path.read_bytes()
-    same_book = _inputs(other) == _inputs(fresh)
-    assert record(path, fresh) == (len(fresh), not same_book) and (path.read_bytes() == before) is same_book
-    broken = load_cases(path)
+    assert record(folder, other) == (len(other), [folder / f"{m}.pt" for m in MODULES])
+    before = {m: (folder / f"{m}.pt").read_bytes() for m in MODULES}
+    count, written = record(folder, fresh)
+    assert count == len(fresh)
+    for m in MODULES:
+        same_book = _inputs(_of(other, m)) == _inputs(_of(fresh, m))
+        assert (folder / f"{m}.pt" not in written) is same_book and (
+            (folder / f"{m}.pt").read_bytes() == before[m]
+        ) is same_book
+    broken = load_cases(folder / "ppo.pt")
     broken[0]["expected"] = broken[0]["expected"] * 2
-    torch.save(broken, path)
-    assert record(path, fresh) == (len(fresh), True) and _same_bits(load_cases(path), fresh)
+    torch.save(broken, folder / "ppo.pt")
+    assert record(folder, fresh) == (len(fresh), [folder / "ppo.pt"]) and _same_bits(load_cases(folder), fresh)
+
+
+def _of(cases: list[dict], module: str) -> list[dict]:
+    return [c for c in cases if module_of(c["function"]) == module]
 
 
 def test_book_examples_are_recorded(ours: list[dict]) -> None:

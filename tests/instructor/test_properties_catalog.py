@@ -1,4 +1,4 @@
-"""The property tests (tests/_properties.py): every graded function has at least two laws and a gradient
+"""The property tests (tests/properties/): every graded function has at least two laws and a gradient
 check (or a reason in NO_GRADIENT); against the catalog of mistakes they reject no right variant and not
 the key, and on their own catch a majority of the wrong ones (python -m instructor properties prints the
 count per function). The catalog tests are slow: every variant runs every property of its function."""
@@ -15,9 +15,11 @@ from rlhf_practice.course import GRADED
 def test_every_graded_function_has_laws_and_a_gradient_check() -> None:
     props = properties_module()
     for g in GRADED:
-        names = [p.name for p in props.PROPERTIES if p.function == g.function]
+        names = [p.name for p in props.laws(g.function)]
         checks = [n for n in names if n in ("gradcheck", "gradient")]
-        assert len(names) - len(checks) >= 2, f"{g.function}: {names}; write at least two laws in tests/_properties.py"
+        assert len(names) - len(checks) >= 2, (
+            f"{g.function}: {names}; write at least two laws in tests/properties/{g.module}.py"
+        )
         assert bool(checks) != (g.function in props.NO_GRADIENT), (
             f"{g.function}: give it a gradient check, or say in NO_GRADIENT why it has none"
         )

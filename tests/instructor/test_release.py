@@ -33,7 +33,7 @@ def test_release_holds_stubs_fixtures_and_everything_a_student_runs(release: Pat
         assert (release / path).read_text(encoding="utf-8") == source
         assert "NotImplementedError" in source
     for path in (
-        "tests/fixtures/graded_cases.pt",
+        "tests/fixtures/graded/ppo.pt",
         "requirements.txt",
         "pyproject.toml",
         "train_ppo.py",
