@@ -34,7 +34,7 @@ TASK_NAMES = (
     "sentiment",
     "sort",
     "add",
-)  # the tasks of rlhf_practice/tasks (TASK_CLASSES), each with its prompts and reward
+)  # the one list of tasks: task NAME is the Task of module rlhf_practice/tasks/NAME.py (TASK_CLASSES)
 MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
