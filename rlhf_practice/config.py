@@ -554,7 +554,7 @@ ConfigT = TypeVar("ConfigT", bound=TrainConfig)
 # With --lora_r > 0 the default learning_rate is this many times full fine-tuning's: the adapter starts at
 # zero and holds a small share of the weights, so it needs bigger steps. Measured on the tiny preset (GRPO,
 # 80 steps, r = 8; python scripts/experiments.py lora): at full fine-tuning's 2e-4 reward/mean gained ~0.1,
-# at 2e-3 as much as full fine-tuning (README, LoRA section). The usual LoRA factor (about 10x).
+# at 2e-3 as much as full fine-tuning (docs/GUIDE.md, LoRA section). The usual LoRA factor (about 10x).
 LORA_LEARNING_RATE_FACTOR = 10
 
 
