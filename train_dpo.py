@@ -57,7 +57,7 @@ def main() -> None:
         # The LM your reply_logps runs with gradient: under torchrun / accelerate launch wrapped in DDP
         # (gradients averaged over the processes); in one process policy.lm itself.
         lm, optimizer = run.prepare(policy.lm, optimizer)
-        for step in run.logger.steps():
+        for step in run.logger.steps(range(1, config.num_steps + 1)):
             if config.rounds == 2 and step == config.num_steps // 2 + 1:
                 # Iterative DPO: pairs from the current policy, which becomes the reference, so that
                 # the pairs come from pi_ref as the derivation of the loss assumes. New prompts, too.

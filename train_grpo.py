@@ -34,7 +34,7 @@ def main() -> None:
         # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
         # processes); in one process the policy itself.
         model, optimizer = run.prepare(policy, optimizer)
-        for step in run.logger.steps():
+        for step in run.logger.steps(range(1, config.num_steps + 1)):
             # 1. Sample B prompts and repeat each K times: rows i*K .. i*K+K-1 share prompt i.
             #    (With N processes, B is this process's share: a group never spans two processes.)
             input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)

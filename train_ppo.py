@@ -36,7 +36,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
     # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
     # processes); in one process the policy itself.
     model, optimizer = run.prepare(policy, optimizer)
-    for step in run.logger.steps():
+    for step in run.logger.steps(range(1, config.num_steps + 1)):
         # 1. Sample prompts and generate one reply each (no gradient).
         input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
         generation = run.generate(input_ids, attention_mask)  # sequences (B, P + T)
@@ -96,7 +96,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
     kl_control = KLController(config.beta, config.kl_target, config.kl_horizon)
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
     model, optimizer = run.prepare(policy, optimizer)  # DDP under a launcher, as in sequence_level
-    for step in run.logger.steps():
+    for step in run.logger.steps(range(1, config.num_steps + 1)):
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
         input_ids, attention_mask, prompts = run.next_prompts()
         generation = run.generate(input_ids, attention_mask)

@@ -25,6 +25,7 @@ INSTRUCTOR_ONLY = (
     "instructor",
     ".ci",
     "tests/instructor",
+    "INSTRUCTOR.md",
 )
 DOCS = ("README.md", "TASKS.md")
 

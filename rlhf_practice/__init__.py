@@ -1,4 +1,5 @@
-"""rlhf_practice: implement PPO and GRPO for language models yourself.
+"""rlhf_practice: implement RL for language models yourself: PPO, GRPO, token-level RLHF (per-token KL,
+GAE, token-level PPO and GRPO-clip), the sorting lecture's verifiable rewards, and DPO.
 
 The modules, in the order a training step uses them:
 ``config`` (settings) -> ``tasks`` (what is trained on: prompts from ``data``, the reward of

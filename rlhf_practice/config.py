@@ -34,7 +34,7 @@ TASK_NAMES = (
     "sentiment",
     "sort",
     "add",
-)  # the tasks of rlhf_practice/tasks (TASK_CLASSES), each with its prompts and reward
+)  # the one list of tasks: task NAME is the Task of module rlhf_practice/tasks/NAME.py (TASK_CLASSES)
 MAX_ROWS_PER_STEP = 4096  # replies generated per step; beyond this a laptop (or a GPU) runs out of memory
 
 
@@ -205,7 +205,7 @@ class TrainConfig(Settings):
     level: str = setting("sequence", LEVEL)
     """"sequence" (tasks 1-4: one log-prob, value and reward per reply) or "token" (tasks 7-9: per-token KL to a frozen reference; GAE for PPO, GRPO-clip for GRPO)."""
     task: str = setting("sentiment", one_of(*TASK_NAMES))
-    """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words), "sort" (sort 4 digits) or "add" (a + b, answer in tags): these two have rewards computed from the prompt, a small GPT built from scratch and their own defaults (python train_grpo.py --task sort --help shows them)."""
+    """What to train on: "sentiment" (continue a movie review; the reward counts positive and negative words), "sort" (sort 4 digits) or "add" (a + b, answer in tags)."""
     impl: str = setting(
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
@@ -237,7 +237,7 @@ class TrainConfig(Settings):
     warmup_learning_rate: float = setting(3e-3, within("(0, 1]"))
     """Adam learning rate of the warm-up (its own optimizer; RL then starts a new one with learning_rate)."""
     eval_every: int = setting(10, POSITIVE)
-    """Tasks with a held-out prompt set (sort, add): greedy exact match on it, accuracy/heldout, at step 1, every this many steps and at the last step. train_dpo.py also samples fresh replies then (reward/mean, kl/ref)."""
+    """Steps between evaluations (also at step 1 and the last step): accuracy/heldout on the held-out prompts of sort and add; train_dpo.py also samples reward/mean and kl/ref then."""
     seed: int = setting(0, within(f"[0, {2**32 - 1}]"))
     """Seed for prompts, sampling and initialisation; on a CPU the same seed gives the same metrics.csv."""
     device: str = setting(
@@ -252,7 +252,7 @@ class TrainConfig(Settings):
     mixed_precision: bool = True
     """On CUDA, run forward passes in bfloat16 autocast (ignored on a CPU)."""
     decoding: str = setting("auto", one_of("auto", "static", "hf"))
-    """How replies are sampled: "static" (pre-allocated KV cache, on CUDA replayed as a CUDA graph; GPT-2 models), "hf" (Hugging Face generate), or "auto" (static on CUDA, hf on a CPU). One sampler: on a CPU the same seed gives the same replies either way."""
+    """How replies are sampled: "static" (pre-allocated KV cache, a CUDA graph on CUDA; GPT-2 models), "hf" (Hugging Face generate) or "auto" (static on CUDA, hf on a CPU)."""
     run_dir: str = "runs"
     """Folder that receives one sub-folder per run."""
     run_name: str = setting(
@@ -269,16 +269,16 @@ class TrainConfig(Settings):
     num_logged_samples: int = setting(4, NOT_NEGATIVE)
     """How many prompt/reply pairs each sample log holds."""
     lora_r: int = setting(0, within("[0, 4096]", "0 = off (full fine-tuning); 8 is usual"))
-    """LoRA rank (peft): 0 trains every weight; r > 0 freezes the model and trains a rank-r adapter on lora_target_modules (plus the value head in train_ppo.py), attached after any warm-up; the reference policy is then the model with the adapter switched off. With r > 0 the default learning_rate is 10 times full fine-tuning's (the adapter starts at zero and needs bigger steps); --learning_rate still sets it."""
+    """LoRA rank (peft): 0 trains every weight; r > 0 freezes the model and trains a rank-r adapter on lora_target_modules, with a default learning_rate 10 times full fine-tuning's."""
     lora_alpha: float = setting(16.0, above(0, "16 with r = 8 is usual"))
     """LoRA's alpha: the adapter's update is scaled by lora_alpha / lora_r."""
     lora_dropout: float = setting(0.0, within("[0, 1)"))
-    """Dropout on the adapter's input, passed to peft's LoraConfig. The policy always runs in eval mode (sampling and updating must give the same log-probs), so in these runs it has no effect; it is kept in the saved adapter_config.json for whoever trains the adapter further in train mode."""
+    """Dropout on the adapter's input (peft's LoraConfig); no effect in these runs, whose policy is always in eval mode, but kept in the saved adapter_config.json."""
     lora_target_modules: list[str] = setting(
         factory=lambda: ["c_attn"],
         bound=Bound(rule=lambda v: len(v) > 0, text="module names", hint="is empty; name at least one, e.g. c_attn"),
     )
-    """Layers that get a LoRA adapter, by module name: GPT-2's attention projection c_attn (default); add c_proj (attention output and MLP output) and c_fc (MLP input) for more capacity: --lora_target_modules c_attn c_proj c_fc."""
+    """Layers that get a LoRA adapter, by module name: GPT-2's attention projection c_attn (default); c_attn c_proj c_fc adapts the attention output and the MLP too."""
     lora_merge: bool = False
     """With lora_r > 0: save the policy with the adapter merged into the weights (a full model, like a run without LoRA) instead of the adapter alone."""
 
@@ -355,7 +355,7 @@ class TokenPPOConfig(PPOBase):
     kl_target: float = setting(0.0, at_least(0, "0 keeps beta fixed"))
     """Token level: adapt beta toward this KL to the reference per reply, in proportion to the error (Ziegler et al. 2019); 0 = beta stays fixed."""
     kl_horizon: int = setting(256, POSITIVE)
-    """Token level, with kl_target: replies over which a steady error moves beta by a factor of about e^error (|error| <= 0.2). 256 = 4 steps of the tiny preset's 64 replies, measured on its 80-step runs: kl_target 1 needs beta to climb about 8-fold after the early dip (0.03 to 0.23), which 1000 allows at most e^1 in a whole run (TRL's 10000 far less); 128 overshoots (beta 0.45, kl/ref down to 0.5)."""
+    """Token level, with kl_target: replies over which a steady error moves beta by a factor of about e^error (|error| <= 0.2); 256 is 4 steps of the tiny preset."""
     gamma: float = setting(1.0, within("[0, 1]"))
     """Token level: discount factor of GAE."""
     gae_lambda: float = setting(0.95, within("[0, 1]"))
@@ -431,7 +431,7 @@ class DPOConfig(TrainConfig):
     algorithm: ClassVar[str] = "dpo"
 
     beta: float = setting(0.1, above(0, "0.1 is TRL's default; larger keeps the policy nearer the reference"))
-    """beta of the DPO loss -log sigmoid(beta * ((log pi_c - log ref_c) - (log pi_r - log ref_r))): the strength of the KL regularisation. TRL's default 0.1; the tiny preset uses 0.5, which on 100 steps raised reward/mean more at a smaller kl/ref (seed 0, best_worst pairs: a rise of 0.56 against 0.49, kl/ref 1.5 against 7.6 nats)."""
+    """beta of the DPO loss -log sigmoid(beta * ((log pi_c - log ref_c) - (log pi_r - log ref_r))): how strongly the policy is held to the reference. TRL's default is 0.1."""
     pairs_file: str = setting(
         "",
         Bound(
@@ -440,17 +440,17 @@ class DPOConfig(TrainConfig):
             hint="must be a .jsonl, .json or .csv file (or empty: build pairs from the task's reward)",
         ),
     )
-    """Your own preference pairs: a .jsonl, .json or .csv file with the string columns prompt, chosen and rejected (TRL's explicit-prompt format; every reply then ends with end-of-text). Empty: build pairs from the task's reward (see pair_prompts)."""
+    """Your own preference pairs: a .jsonl, .json or .csv file with the string columns prompt, chosen and rejected (TRL's format). Empty: pairs built from the task's reward."""
     pair_prompts: int = setting(2048, POSITIVE)
     """Building pairs: training prompts to sample replies for (never the held-out prompts of sort and add)."""
     pair_samples: int = setting(4, at_least(2, "two replies are the fewest that can be compared"))
     """Building pairs: replies sampled from the starting policy per prompt, scored by the task's reward and ranked."""
     pair_mode: str = setting("all", one_of("all", "best_worst"))
-    """Building pairs: "all" (every two replies of a prompt whose rewards differ, the higher one chosen: all the comparisons the samples hold, so 4 replies give up to 6 pairs at no extra sampling, the costly part; on the tiny preset it raised reward/mean more than "best_worst": 0.66 against 0.54, seed 0, beta 0.3) or "best_worst" (one pair per prompt, its highest- against its lowest-rewarded reply: the surest label, every prompt weighs the same). Ties are always dropped."""
+    """Building pairs: "all" (every two replies of a prompt whose rewards differ, the higher one chosen) or "best_worst" (one pair per prompt: its best against its worst reply). Ties are dropped."""
     pairs_dir: str = "pairs"
     """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
     rounds: int = setting(1, within("[1, 2]", "2 = one round of iterative DPO"))
-    """1: train on the pairs built from the starting policy. 2: iterative DPO: after half the steps, build new pairs from the current policy, which also becomes the reference (so the pairs again come from the reference, as DPO's derivation assumes); kl/ref is still measured against the starting policy."""
+    """1: train on the pairs built from the starting policy. 2: iterative DPO: after half the steps, new pairs from the current policy, which becomes the reference too."""
 
     def relations(self) -> list[Relation]:
         return [
@@ -554,7 +554,7 @@ ConfigT = TypeVar("ConfigT", bound=TrainConfig)
 # With --lora_r > 0 the default learning_rate is this many times full fine-tuning's: the adapter starts at
 # zero and holds a small share of the weights, so it needs bigger steps. Measured on the tiny preset (GRPO,
 # 80 steps, r = 8; python scripts/experiments.py lora): at full fine-tuning's 2e-4 reward/mean gained ~0.1,
-# at 2e-3 as much as full fine-tuning (README, LoRA section). The usual LoRA factor (about 10x).
+# at 2e-3 as much as full fine-tuning (docs/GUIDE.md, LoRA section). The usual LoRA factor (about 10x).
 LORA_LEARNING_RATE_FACTOR = 10
 
 

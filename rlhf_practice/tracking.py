@@ -236,9 +236,9 @@ class RunLogger:
             self._last_time += seconds
             self.set_aside_seconds[phase] = self.set_aside_seconds.get(phase, 0.0) + seconds
 
-    def steps(self) -> Iterator[int]:
-        """1, 2, ..., num_steps, behind a progress bar that :meth:`log` updates."""
-        steps = range(1, self.config.num_steps + 1)
+    def steps(self, steps: range) -> Iterator[int]:
+        """The loop's steps (``range(1, num_steps + 1)``, written in the loop's line), behind a progress
+        bar that :meth:`log` updates."""
         self._bar = tqdm(steps, desc=self.algorithm, dynamic_ncols=True, disable=not self.writes)
         for step in self._bar:
             yield step

@@ -21,7 +21,7 @@
     python scripts/experiments.py dpo_vs_rl          # task 12: DPO beside PPO and GRPO (both levels): reward, KL, time
     python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
-    python scripts/experiments.py lora               # README's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
+    python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
     python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"

@@ -15,11 +15,23 @@ from rlhf_practice.config import (
     PPOConfig,
     TokenGRPOConfig,
     TokenPPOConfig,
+    _helps,
     parse_config,
     preset_config,
 )
 from rlhf_practice.course import load_impl
 from rlhf_practice.errors import ConfigError
+
+HELP_MAX_CHARS = 200  # a sentence or two: what the setting is, its unit, its bound
+
+
+@pytest.mark.parametrize("cls", CONFIGS.values())
+def test_every_help_is_a_sentence_or_two(cls) -> None:
+    """--help says what a setting is, its unit and its bound; measurements belong in TASKS.md."""
+    classes = [cls, *(type(v) for v in vars(preset_config(cls, "tiny")).values() if dataclasses.is_dataclass(v))]
+    long = {f"{c.__name__}.{name}": len(text) for c in classes for name, text in _helps(c).items()}
+    long = {name: n for name, n in long.items() if n > HELP_MAX_CHARS}
+    assert not long, f"help texts over {HELP_MAX_CHARS} characters: {long}; say the rest in TASKS.md"
 
 
 @pytest.mark.parametrize("cls", CONFIGS.values())

@@ -99,7 +99,7 @@ def test_two_processes_update_like_one(updates: dict[int, dict], case: str) -> N
     one, two = updates[1][case], updates[2][case]
     assert (one["processes"], two["processes"]) == (1, 2)
     # Means over each process's reply tokens, then over the processes: the 1-process value only when
-    # the processes hold equally many tokens, which these replies do not (README: per process).
+    # the processes hold equally many tokens, which these replies do not (docs/GUIDE.md: per process).
     token_means = {"policy/entropy"} | ({"ppo/clip_frac"} if case == "grpo_token" else set())
     same = {tag: value for tag, value in one["metrics"].items() if tag not in token_means}
     assert "loss/policy" in same

@@ -1,4 +1,4 @@
-"""README.md and TASKS.md (not graded): every command, file, flag, function and tag they name exists.
+"""README.md, TASKS.md, docs/GUIDE.md and INSTRUCTOR.md (not graded): every command, file, flag, function and tag they name exists.
 
 Commands come from the fenced code blocks. Scripts and modules are asked for ``--help`` (in-process,
 cheap) and every ``--flag`` a command uses must appear there; pytest ``-k`` expressions must select
@@ -29,7 +29,8 @@ from rlhf_practice.config import flag_table
 from rlhf_practice.course import GRADED, load_impl, module_of
 
 ROOT = PACKAGE_DIR.parent
-DOCS = ["README.md", "TASKS.md"]
+# The manual (INSTRUCTOR.md) stays with the instructor: the student release runs these tests without it.
+DOCS = ["README.md", "TASKS.md", "docs/GUIDE.md", *(["INSTRUCTOR.md"] if (ROOT / "INSTRUCTOR.md").is_file() else [])]
 # Paths a reader creates: run folders, submissions, built preference pairs, outputs, their own data files.
 PLACEHOLDER = re.compile(r"^(runs|submissions|pairs)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
 
@@ -89,7 +90,7 @@ def test_docs_have_commands() -> None:
     assert any(c.startswith("pytest -m graded -k") for d, c in ALL_COMMANDS if d == "TASKS.md")
 
 
-# The flags of torchrun and accelerate launch the docs use (README's multi-process section).
+# The flags of torchrun and accelerate launch the docs use (docs/GUIDE.md's multi-process section).
 LAUNCHER_FLAGS = {
     "--standalone",
     "--nproc_per_node",
