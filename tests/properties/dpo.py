@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from properties import _Broken, _Override, close, fmt, got, law
+from properties import NO_GRADIENT, _Broken, _Override, close, fmt, got, law
 from properties.draws import _pad, floats, gradcheck, tensor, unchanged
+
+NO_GRADIENT["reference_logps"] = "the law: nothing requires grad"
 
 # --- reply_logps and reference_logps (§12.2) ----------------------------------------------------------
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from properties import TIE_TOL, close, fmt, got, law
+from properties import NO_GRADIENT, TIE_TOL, close, fmt, got, law
 from properties.draws import TIE_VALUES, floats, gradcheck, tensor, unchanged
+
+NO_GRADIENT["compute_group_advantages"] = "advantages are constants of the loss"
 
 # --- compute_group_advantages (§3.2) ------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from hypothesis import strategies as st
 
-from properties import TIE_TOL, TOL, close, fmt, got, law
+from properties import NO_GRADIENT, TIE_TOL, TOL, close, fmt, got, law
 from properties.draws import (
     TIE_VALUES,
     _number,
@@ -21,6 +21,10 @@ from properties.draws import (
     tensor,
     unchanged,
 )
+
+NO_GRADIENT["compute_deltas"] = "deltas are constants of the loss"
+NO_GRADIENT["sort_distance_reward"] = "returns a Python number"
+NO_GRADIENT["sort_inclusion_ordering_reward"] = "returns a Python number"
 
 # --- the two sort rewards (§10.1): Python numbers, no gradient -----------------------------------------
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from properties import TIE_TOL, TOL, close, fmt, got, law
+from properties import NO_GRADIENT, TIE_TOL, TOL, close, fmt, got, law
 from properties.draws import TIE_VALUES, _olds, _ratio, away_from, floats, gradcheck, tensor, unchanged
+
+NO_GRADIENT["compute_advantages"] = "advantages are constants of the loss; the law: no gradient reaches values"
 
 # --- compute_advantages (§1.2) -------------------------------------------------------------------------
 

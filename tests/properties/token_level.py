@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from properties import TOL, _Override, close, fmt, got, law
+from properties import NO_GRADIENT, TOL, _Override, close, fmt, got, law
 from properties.draws import (
     _number,
     _olds,
@@ -20,6 +20,8 @@ from properties.draws import (
     tensor,
     unchanged,
 )
+
+NO_GRADIENT["compute_gae"] = "advantages and returns are constants of the loss; the law: no gradient reaches values"
 
 # --- masked_mean (§7.2) -------------------------------------------------------------------------------
 
