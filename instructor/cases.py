@@ -261,10 +261,8 @@ def build_cases(seed: int | None = None, function: str | None = None) -> list[di
         if function is None or name == function:
             g = shared if seed is None else torch.Generator().manual_seed(seed)
             cases += builder_of(name)(key, g, fresh=seed is not None)
-        elif seed is None:
-            builder_of(name)(
-                key, shared, fresh=False
-            )  # its draws move the shared generator on: the next function's stay
+        elif seed is None:  # its draws move the shared generator on: the next function's stay
+            builder_of(name)(key, shared, fresh=False)
         if name == function:
             break  # the builders after it draw after it
     if seed is not None:

@@ -12,16 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _grad,
-    _name,
-    _show,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _grad, _name, _show, _uniform, cases_of
 from instructor.mistakes import KEY, right, wrong
 from rlhf_practice.checks import build_model, model_data, run_case
 

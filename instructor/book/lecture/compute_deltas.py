@@ -7,18 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from instructor.cases import (
-    DTYPES,
-    F64,
-    TIE_TOLERANCE,
-    _adder,
-    _name,
-    _perm,
-    _show,
-    _tie_value,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, TIE_TOLERANCE, _adder, _name, _perm, _show, _tie_value, _uniform, cases_of
 from instructor.mistakes import right, tie_zeroed, wrong
 
 # ================ compute_deltas (TASKS.md §10.2) ===================================================================

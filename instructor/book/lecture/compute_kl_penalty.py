@@ -7,17 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _grad,
-    _grads_of,
-    _name,
-    _show,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _grad, _grads_of, _name, _show, _uniform, cases_of
 from instructor.mistakes import right, wrong
 
 # ================ compute_kl_penalty (TASKS.md §10.4) ===============================================================

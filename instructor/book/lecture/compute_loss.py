@@ -7,19 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _bands,
-    _grad,
-    _grads_of,
-    _name,
-    _show,
-    _signs,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _bands, _grad, _grads_of, _name, _show, _signs, _uniform, cases_of
 from instructor.mistakes import KEY, right, wrong
 
 # ================ compute_loss (TASKS.md §10.3) =====================================================================

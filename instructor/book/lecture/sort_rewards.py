@@ -8,16 +8,11 @@ from collections import Counter
 
 import torch
 
-from instructor.cases import (
-    _adder,
-    _perm,
-    cases_of,
-)
+from instructor.cases import _adder, _perm, cases_of
 from instructor.mistakes import right, wrong
 
 # ================ the inputs of both sort rewards ===================================================================
 
-#
 # Shapes follow the lecture: [batch, trial, pos] = prompts, replies sampled per prompt, positions of a reply.
 
 SORT_BOOK_PROMPT = [3, 1, 0, 2]  # TASKS.md §10.1: three replies to one prompt

@@ -6,7 +6,6 @@ import torch
 
 from instructor.cases import F64, _uniform
 
-#
 # Masks are (N, T) rows of ones then zeros. Padding columns hold large junk values on purpose, so that
 # using them shows up as a wrong number instead of a lucky zero.
 

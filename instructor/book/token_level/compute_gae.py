@@ -5,16 +5,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book.token_level._inputs import _junk, _mask, _random_mask
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _grad,
-    _name,
-    _perm,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _grad, _name, _perm, _uniform, cases_of
 from instructor.mistakes import KEY, right, wrong
 
 # ================ compute_gae (TASKS.md §8.2) =======================================================================

@@ -5,18 +5,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book.token_level._inputs import RATIO_BANDS, _junk, _mask, _random_mask, _very_unlikely
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _bands,
-    _grad,
-    _grads_of,
-    _name,
-    _perm,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _bands, _grad, _grads_of, _name, _perm, _uniform, cases_of
 from instructor.mistakes import KEY, right, wrong
 
 # the key's helpers, which a variant may call (never the student's files' own)

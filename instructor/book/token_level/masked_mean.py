@@ -5,18 +5,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book.token_level._inputs import _junk, _mask, _random_mask
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _grad,
-    _grads_of,
-    _name,
-    _perm,
-    _show,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _grad, _grads_of, _name, _perm, _show, _uniform, cases_of
 from instructor.mistakes import right, wrong
 
 # ================ masked_mean (TASKS.md §7.2) =======================================================================

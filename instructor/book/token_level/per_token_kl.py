@@ -5,17 +5,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book.token_level._inputs import _junk, _random_mask
-from instructor.cases import (
-    DTYPES,
-    F64,
-    _adder,
-    _grad,
-    _grads_of,
-    _name,
-    _show,
-    _uniform,
-    cases_of,
-)
+from instructor.cases import DTYPES, F64, _adder, _grad, _grads_of, _name, _show, _uniform, cases_of
 from instructor.mistakes import right, wrong
 
 # ================ per_token_kl (TASKS.md §7.3) ======================================================================
