@@ -8,12 +8,16 @@
     python -m instructor release OUT      # write the student release (no key, no instructor wing) to OUT
     python -m instructor.grading DIR...   # grade a class, one submission per folder
 
-- :mod:`instructor.mistakes`: the one catalog of student mistakes (the wrong code and the diagnosis
-  it must get) and of right variants; both the cases and the mutation check read it.
-- :mod:`instructor.cases`: the graded cases, their expected values from the key.
+- :mod:`instructor.book`: the grading book, one module per student file: for each graded function, the
+  builder of its cases and its catalogued mistakes (the wrong code and the diagnosis it must get) and
+  right variants.
+- :mod:`instructor.mistakes`: the catalog's machinery (``@wrong``, ``@right``, the one ``CATALOG``);
+  both the cases and the mutation check read the catalog.
+- :mod:`instructor.cases`: the cases' machinery (``@cases_of``, ``build_cases``): the graded cases,
+  their expected values from the key.
 - :mod:`instructor.fixtures`: when a recording agrees with the key (a tolerance per dtype).
 - :mod:`instructor.mutations`: the catalog run in-process against the cases.
-- :mod:`instructor.properties`: the catalog run in-process against the property tests (tests/_properties.py).
+- :mod:`instructor.properties`: the catalog run in-process against the property tests (tests/properties/).
 - :mod:`instructor.gate`: the outcome gates (a short training run per algorithm, judged apart) and their bars.
 - :mod:`instructor.release` and :mod:`instructor.grading`: the student release and the class grader.
 

@@ -364,18 +364,14 @@ def _swap(module_source: str, function: str, variant_source: str) -> str:
 
 def variant_files(variant) -> dict[str, bytes]:
     """The key's files with ``variant`` (an instructor.mistakes.Variant) in place of its function; the
-    catalog's private helpers it calls (``_reduce``, ...) come along, defined after it."""
+    private helpers it calls (``_reduce``, ...) in the book module it is written in come along, defined after it."""
     import re
 
-    from instructor import mistakes
-
+    book = inspect.unwrap(variant.fn).__globals__  # the namespace of its book module (tie_zeroed wraps some)
     source, added = inspect.getsource(variant.fn), set()
-    while (
-        new := {n for n in re.findall(r"\b(_[a-z]\w*)\(", source) if inspect.isfunction(getattr(mistakes, n, None))}
-        - added
-    ):
+    while new := {n for n in re.findall(r"\b(_[a-z]\w*)\(", source) if inspect.isfunction(book.get(n))} - added:
         added |= new
-        source += "".join("\n\n" + inspect.getsource(getattr(mistakes, n)) for n in sorted(new))
+        source += "".join("\n\n" + inspect.getsource(book[n]) for n in sorted(new))
     return _submission_files({variant.function: source})
 
 

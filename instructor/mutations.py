@@ -3,8 +3,8 @@ told another mistake alone; every right variant passes.
 
     python -m instructor mutations
 
-Each variant of :mod:`instructor.mistakes` runs in this process, in place of the key's function, on
-every case of its function: the recorded ones (tests/fixtures) and a fresh set (the grader's hidden
+Each variant of the catalog (:data:`instructor.mistakes.CATALOG`, written in :mod:`instructor.book`)
+runs in this process, in place of the key's function, on every case of its function: the recorded ones (tests/fixtures) and a fresh set (the grader's hidden
 inputs: random ones and a variant of each fixed one), through the same
 :func:`~rlhf_practice.checks.run_case` / :func:`~rlhf_practice.checks.check_case` that the graded tests
 and the grader use. Prints one line per variant and exits 1 if any verdict is unexpected.

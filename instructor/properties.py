@@ -2,8 +2,9 @@
 
     python -m instructor properties
 
-Every variant of :mod:`instructor.mistakes` runs, in this process and in place of the key's function,
-through every property of its function in tests/properties/<file>.py: the same code and the same
+Every variant of the catalog (:data:`instructor.mistakes.CATALOG`, written in :mod:`instructor.book`) runs,
+in this process and in place of the key's function, through every property of its function in
+tests/properties/<file>.py: the same code and the same
 deterministic examples as the student suite (tests/test_properties.py). A wrong variant counts as
 caught when at least one property fails; the mistakes no property catches are listed (the recorded and
 hidden cases still catch them: ``python -m instructor mutations``). Exits 1 if a right variant, or the

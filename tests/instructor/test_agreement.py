@@ -3,7 +3,7 @@
 (tests/properties/). So every check a law makes that a right answer must pass is also in the cases, and
 every default a docstring states is exercised by a case that leaves the argument out.
 
-The mistakes below are written from the contract (the docstrings and DESIGN.md), in instructor.mistakes; for
+The mistakes below are written from the contract (the docstrings and DESIGN.md), in instructor.book; for
 each one the hidden cases of one seed fail it (it loses points) and at least one property law fails it (the
 student's pytest says so too).
 """
@@ -25,7 +25,7 @@ from rlhf_practice.course import GRADED
 
 HIDDEN_SEED = 3
 
-# {variant in instructor.mistakes: what it breaks of the contract}
+# {variant in instructor.book: what it breaks of the contract}
 AGREE = {
     "nan_gradient_on_an_all_masked_row": "masked_mean: a finite gradient on a row with no real token",
     "grpo_where_per_reply_mean": "grpo_clip_loss: a finite gradient with a reply that has no real token",
@@ -58,7 +58,7 @@ def test_every_stated_default_is_left_out_by_a_published_case(g) -> None:
         for name in _defaults(g.function, g.module)
         if not any(name not in dict(c["args"]) and name not in c["kwargs"] and not c["raises"] for c in cases)
     ]
-    assert not missing, f"{g.function}: no case leaves out {missing}; add one in instructor/cases.py"
+    assert not missing, f"{g.function}: no case leaves out {missing}; add one in its builder in instructor/book/"
 
 
 @pytest.mark.slow

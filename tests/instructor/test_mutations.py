@@ -1,4 +1,4 @@
-"""The catalog of mistakes (instructor/mistakes.py) against the graded cases: every wrong variant fails
+"""The catalog of mistakes (written in instructor/book/) against the graded cases: every wrong variant fails
 with its diagnosis and is never told other mistakes alone, every right variant passes (python -m instructor mutations prints the same)."""
 
 from __future__ import annotations
