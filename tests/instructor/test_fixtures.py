@@ -211,8 +211,9 @@ def _of(cases: list[dict], module: str) -> list[dict]:
 
 
 def test_book_examples_are_recorded(ours: list[dict]) -> None:
+    """None of the task book's worked examples is dropped (a new function's example needs no edit here)."""
     books = {c["book"] for c in ours if c["book"]}
-    assert books == {
+    assert books >= {
         "§1.2", "§2.2", "§3.1", "§7.2", "§7.3", "§8.2", "§8.3", "§9.2", "§10.1", "§10.2", "§10.3", "§10.4", "§12.3",
     }  # fmt: skip
 
