@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from instructor import sandbox
+from instructor.children import Limits
 from instructor.gate import GATE_SEED, GATES, SCRIPTS, run_gates, stub_files, variant_files
-from instructor.grading import Limits, main
+from instructor.grading import main
 from instructor.mistakes import CATALOG
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
 
