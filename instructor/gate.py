@@ -54,7 +54,12 @@ class Gate:
 
     name: str  # "ppo", "grpo", ...: the CSV column is gate/<name>
     command: tuple[str, ...]  # a training script of SCRIPTS with its flags, or ("-m", module, flags...)
-    functions: tuple[str, ...]  # the graded functions its training loop calls
+    # The graded functions its training loop calls with the gate's flags: gate-bars trains the catalog's
+    # variants of these. Written here, not derived from GRADED: the course table says which file holds a
+    # function, not which loop calls it (ppo_token's loop calls none of ppo.py's, though it checks them).
+    # A graded function added to a student file needs no edit here (``checked`` follows GRADED); a training
+    # loop changed to call it does, and test_gate checks that each name here is in its command's source.
+    functions: tuple[str, ...]
     modules: tuple[str, ...]  # the student files its start-up checks: every graded function in them must run
     steps: int  # the step budget (the lecture: epochs)
     bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,16 @@ def test_every_gate_is_declared_once_with_graded_functions_and_a_command_that_ex
         else:
             assert gate.command[0] in SCRIPTS and (ROOT / gate.command[0]).is_file()
     assert {m for g in GATES for m in g.modules} == set(MODULES), "every student file has a gate"
+
+
+def test_every_function_a_gate_names_is_in_its_training_loop() -> None:
+    """A gate's ``functions`` (hand-written: what its loop calls) names no function that its command's source
+    does not: a renamed or dropped call fails here, not silently in gate-bars."""
+    for gate in GATES:
+        script = Path(*gate.command[1].split(".")).with_suffix(".py") if gate.command[0] == "-m" else gate.command[0]
+        source = (ROOT / script).read_text(encoding="utf-8")
+        absent = [f for f in gate.functions if not re.search(rf"\b{f}\b", source)]
+        assert not absent, f"gate/{gate.name}: {script} never names {absent}"
 
 
 @pytest.mark.slow  # six short trainings and one judge: ~1 min on a quiet machine
