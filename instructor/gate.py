@@ -200,7 +200,11 @@ def run_gates(
                 if report["status"] != "failed":
                     continue  # nothing trained: nothing to judge
             judge_jobs.append((gate, out))
-        judged = _judge(work / "judge", judge_jobs, limits, isolate)
+        # The judge's folder is not in `work`: a gate child writes there, and could have planted files or
+        # links where the judge's tree and policies go (a torch.py that the judge would import, a link that
+        # the grader would write through).
+        with tempfile.TemporaryDirectory(prefix="rlhf-judge-") as judge_work:
+            judged = _judge(Path(judge_work), judge_jobs, limits, isolate)
         for gate, _ in judge_jobs:
             result, score = results[gate.name], judged.get(gate.name)
             if isinstance(score, float):
