@@ -5,16 +5,18 @@
 
 For each gate of :data:`GATES`, the grader (:mod:`instructor.grading`) trains the tiny preset with the
 submission's own functions: a child process (:mod:`instructor.gate_child`, started by
-:func:`instructor.children.run_child` as the cases' child is: limits, sandbox) runs the gate's command for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in
-the submission's tree, and saves the final policy into its work folder. A gate whose functions are
-stubs, missing or raising on a tiny input fails at once, without training, with a note.
+:func:`instructor.children.run_child` as the cases' child is: limits, sandbox) runs the gate's command
+for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in the submission's tree, and saves
+the final policy into its work folder. A gate whose functions are stubs, missing or raising on a tiny
+input fails at once, without training, with a note.
 
 The reward reached is not read from the run's own files (metrics.csv is written by the process that
 runs the student's code, so it can be forged): a second child, the *judge* (:mod:`instructor.judge_child`),
-in a fresh copy of the package that holds no student file, loads only the saved weights (safetensors, or a tensor-only
-state dict for the lecture) and measures them on fixed prompts: the mean sentiment reward of
-:data:`JUDGE_PROMPTS` replies sampled with seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort
-accuracy). The gate passes when that number reaches ``bar``.
+in a fresh copy of the package that holds no student file and in a folder that no gate child could
+write, loads only the saved weights (safetensors, or a tensor-only state dict for the lecture) and
+measures them on fixed prompts: the mean sentiment reward of :data:`JUDGE_PROMPTS` replies sampled with
+seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort accuracy). The gate passes when that
+number reaches ``bar``.
 
 Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
 (every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's

@@ -12,9 +12,10 @@ nothing else of this machine (no repository, no home folder, no other submission
 work folder, and every process it starts dies with it. The grader's first line says whether the
 sandbox is on, and so does the CSV's ``sandbox`` column; where it cannot be built the grader stops,
 unless ``--no_sandbox`` says to go on without it. The child (:mod:`instructor.case_child`, started by
-:mod:`instructor.children`) only *computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
-hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
-process, which never imports student code, reads that file as plain tensors and numbers and compares.
+:mod:`instructor.children`) only *computes*: it calls the submission's functions on the recorded cases
+(tests/fixtures) and on fresh hidden inputs made for this grading run, and writes the results (values
+and gradients) to a file. This process, which never imports student code, reads that file as plain
+tensors and numbers and compares.
 
 A function's points are its share of passed *hidden* cases times its points in the course table: inputs
 drawn fresh for this grading run from ``--seed`` (a fresh one by default; the CSV records it, so that a
@@ -34,8 +35,9 @@ CSV (``--csv``, default ``grading_results.csv``).
 Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child trains the tiny preset with the
 submission's own functions (started as the cases' child is, by :mod:`instructor.children`: limits,
 isolation; ``--gate_timeout`` per run) and a second child that holds no student file judges the saved
-policy; a gate that reaches its bar adds its points. The CSV has ``gate/<algorithm>`` (``pass`` or ``fail``), ``gate/<algorithm>/reward`` and
-``gate/<algorithm>/steps`` per gate; ``--gate none`` grades the cases only, ``--gate ppo grpo`` some gates.
+policy; a gate that reaches its bar adds its points. The CSV has ``gate/<algorithm>`` (``pass`` or
+``fail``), ``gate/<algorithm>/reward`` and ``gate/<algorithm>/steps`` per gate; ``--gate none`` grades
+the cases only, ``--gate ppo grpo`` some gates.
 """
 
 from __future__ import annotations
