@@ -4,17 +4,19 @@
     python -m instructor gate-bars --gates ppo grpo --variants 3
 
 For each gate of :data:`GATES`, the grader (:mod:`instructor.grading`) trains the tiny preset with the
-submission's own functions: a child process, through the same ``_run_child`` as the cases (limits,
-sandbox), runs the gate's command for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in
-the submission's tree, and saves the final policy into its work folder. A gate whose functions are
-stubs, missing or raising on a tiny input fails at once, without training, with a note.
+submission's own functions: a child process (:mod:`instructor.gate_child`, started by
+:func:`instructor.children.run_child` as the cases' child is: limits, sandbox) runs the gate's command
+for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in the submission's tree, and saves
+the final policy into its work folder. A gate whose functions are stubs, missing or raising on a tiny
+input fails at once, without training, with a note.
 
 The reward reached is not read from the run's own files (metrics.csv is written by the process that
-runs the student's code, so it can be forged): a second child, the *judge*, in a fresh copy of the
-package that holds no student file, loads only the saved weights (safetensors, or a tensor-only
-state dict for the lecture) and measures them on fixed prompts: the mean sentiment reward of
-:data:`JUDGE_PROMPTS` replies sampled with seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort
-accuracy). The gate passes when that number reaches ``bar``.
+runs the student's code, so it can be forged): a second child, the *judge* (:mod:`instructor.judge_child`),
+in a fresh copy of the package that holds no student file and in a folder that no gate child could
+write, loads only the saved weights (safetensors, or a tensor-only state dict for the lecture) and
+measures them on fixed prompts: the mean sentiment reward of :data:`JUDGE_PROMPTS` replies sampled with
+seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort accuracy). The gate passes when that
+number reaches ``bar``.
 
 Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
 (every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's
@@ -36,6 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from instructor import sandbox
+from instructor.children import GATE, JUDGE, Limits, make_tree, run_child
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
 
 GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
@@ -52,7 +56,12 @@ class Gate:
 
     name: str  # "ppo", "grpo", ...: the CSV column is gate/<name>
     command: tuple[str, ...]  # a training script of SCRIPTS with its flags, or ("-m", module, flags...)
-    functions: tuple[str, ...]  # the graded functions its training loop calls
+    # The graded functions its training loop calls with the gate's flags: gate-bars trains the catalog's
+    # variants of these. Written here, not derived from GRADED: the course table says which file holds a
+    # function, not which loop calls it (ppo_token's loop calls none of ppo.py's, though it checks them).
+    # A graded function added to a student file needs no edit here (``checked`` follows GRADED); a training
+    # loop changed to call it does, and test_gate checks that each name here is in its command's source.
+    functions: tuple[str, ...]
     modules: tuple[str, ...]  # the student files its start-up checks: every graded function in them must run
     steps: int  # the step budget (the lecture: epochs)
     bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)
@@ -118,104 +127,6 @@ class GateResult:
         return "pass" if self.passed else "fail"
 
 
-# The gate child: in the submission's tree, checks the gate's functions on a tiny input, then trains.
-# It reports only a status and the steps made; the reward comes from the judge.
-GATE_CODE = """\
-import os, sys
-tree, results = sys.argv[1], sys.argv[3]
-sys.path.insert(0, tree)
-import importlib, runpy, torch
-job = torch.load(sys.argv[2], weights_only=True)
-report = {"status": "trained", "note": "", "steps": None}
-def finish():
-    torch.save(report, results)
-    sys.stdout.flush(); sys.stderr.flush()
-    os._exit(0)
-from rlhf_practice.course import GRADED, probe_args
-for function in job["functions"]:
-    g = next(g for g in GRADED if g.function == function)
-    try:
-        fn = getattr(importlib.import_module("rlhf_practice.rl." + g.module), function)
-        fn(*probe_args(g))
-    except NotImplementedError:
-        report.update(status="stub", note=f"{function} is a stub")
-        finish()
-    except ModuleNotFoundError:
-        report.update(status="missing", note=f"{g.module}.py missing")
-        finish()
-    except BaseException as err:
-        report.update(status="broken", note=f"{function} raises {type(err).__name__} on a tiny input")
-        finish()
-command = job["command"]
-sys.argv = [command[0] if command[0] != "-m" else command[1], *job["argv"]]
-try:
-    if command[0] == "-m":  # the lecture: its model is kept so that the judge can measure it
-        lecture = importlib.import_module(command[1])
-        models = []
-        class Kept(lecture.Model):
-            def __init__(self, *args):
-                super().__init__(*args)
-                models.append(self)
-        lecture.Model = Kept
-        curve = lecture.run_policy_gradient(lecture.LectureConfig(**job["lecture"]), importlib.import_module("rlhf_practice.rl.lecture"))
-        report["steps"] = curve.epochs[-1] if curve.epochs else 0
-        if curve.stopped:
-            report.update(status="failed", note=curve.stopped)
-        torch.save({k: v.detach().clone() for k, v in models[0].state_dict().items()}, job["out"])
-    else:
-        runpy.run_path(os.path.join(tree, command[0]), run_name="__main__")
-except SystemExit as err:
-    if err.code not in (0, None):
-        report.update(status="failed", note=f"the run stopped (exit {err.code})")
-except BaseException as err:
-    report.update(status="failed", note=f"the run raised {type(err).__name__}")
-finish()
-"""
-
-# The judge: a fresh package copy with no student file; reads weights only, measures them on fixed prompts.
-JUDGE_CODE = """\
-import os, sys
-sys.path.insert(0, sys.argv[1])
-import torch
-jobs = torch.load(sys.argv[2], weights_only=True)
-scores = {}
-for job in jobs:
-    try:
-        if job["kind"] == "lecture":
-            from rlhf_practice import lecture
-            config = lecture.LectureConfig(**job["lecture"])
-            model = lecture.Model(config.vocab_size, config.embedding_dim, config.n, config.n)
-            model.load_state_dict(torch.load(job["path"], weights_only=True))
-            scores[job["name"]] = float(lecture.exact_sort_accuracy(lecture.heldout_prompts(config), model))
-            continue
-        from rlhf_practice.config import GRPOConfig, preset_config
-        from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
-        from rlhf_practice.sampling import Sampler
-        from rlhf_practice.tasks import build_task
-        from rlhf_practice.training import seed_everything
-        config = preset_config(GRPOConfig, "tiny")
-        task = build_task(config)
-        tokenizer = load_tokenizer("tiny")
-        policy = PolicyValueModel.from_pretrained(job["path"], "cpu")
-        if type(policy.lm).__name__ != "GPT2LMHeadModel" or sum(p.numel() for p in policy.lm.parameters()) > 2_000_000:
-            raise ValueError("not the tiny preset's model")
-        sampler = Sampler.from_config(policy, tokenizer, config)
-        seed_everything(job["seed"])
-        batches = task.prompt_batches(tokenizer, 64, job["seed"])
-        rewards = []
-        for _ in range(job["prompts"] // 64):
-            batch = next(batches)
-            generation = sampler.sample(batch["input_ids"], batch["attention_mask"])
-            rewards.append(task.reward(batch["prompt_text"], generation.decode(tokenizer)))
-        scores[job["name"]] = float(torch.cat(rewards).mean())
-    except BaseException as err:
-        scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
-torch.save(scores, sys.argv[3])
-sys.stdout.flush(); sys.stderr.flush()
-os._exit(0)
-"""
-
-
 def _lecture_settings(gate: Gate, seed: int) -> dict:
     return {"epochs": gate.steps, "seed": seed, "impl": "student"}
 
@@ -253,16 +164,14 @@ def add_gate_files(tree: Path) -> None:
 
 
 def run_gates(
-    files: dict[str, bytes], gates: tuple[Gate, ...], limits, isolate: bool, seed: int = GATE_SEED
+    files: dict[str, bytes], gates: tuple[Gate, ...], limits: Limits, isolate: bool, seed: int = GATE_SEED
 ) -> dict[str, GateResult]:
     """Train each gate with the submission's ``files`` ({"ppo.py": source, ...}) and judge the policies."""
-    from instructor.grading import _make_tree, _run_child
-
     results = {g.name: GateResult() for g in gates}
     with tempfile.TemporaryDirectory(prefix="rlhf-gate-") as work:
         work = Path(work)
         tree = work / "tree"
-        _make_tree(tree, files)
+        make_tree(tree, files)
         add_gate_files(tree)
         judge_jobs = []
         for gate in gates:
@@ -281,7 +190,7 @@ def run_gates(
             if gate.command[0] == "-m":
                 out.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            report = _run_child(tree, job, limits, isolate, code=GATE_CODE)
+            report = run_child(tree, GATE, job, limits, isolate)
             result = results[gate.name]
             result.seconds = round(time.perf_counter() - start, 1)
             if not isinstance(report, dict) or report.get("status") not in STATUSES:
@@ -293,7 +202,11 @@ def run_gates(
                 if report["status"] != "failed":
                     continue  # nothing trained: nothing to judge
             judge_jobs.append((gate, out))
-        judged = _judge(work / "judge", judge_jobs, limits, isolate)
+        # The judge's folder is not in `work`: a gate child writes there, and could have planted files or
+        # links where the judge's tree and policies go (a torch.py that the judge would import, a link that
+        # the grader would write through).
+        with tempfile.TemporaryDirectory(prefix="rlhf-judge-") as judge_work:
+            judged = _judge(Path(judge_work), judge_jobs, limits, isolate)
         for gate, _ in judge_jobs:
             result, score = results[gate.name], judged.get(gate.name)
             if isinstance(score, float):
@@ -306,12 +219,10 @@ def run_gates(
     return results
 
 
-def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits, isolate: bool) -> dict[str, object]:
+def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits: Limits, isolate: bool) -> dict[str, object]:
     """Measure each saved policy in a child that holds no student file: {gate name: score or error text}."""
-    from instructor.grading import _make_tree, _run_child
-
     tree = work / "tree"
-    _make_tree(tree, {})
+    make_tree(tree, {})
     add_gate_files(tree)
     inputs = []
     for gate, out in jobs:
@@ -327,7 +238,7 @@ def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits, isolate: bool) -> 
             inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED)})
     if not inputs:
         return {}
-    scores = _run_child(tree, inputs, limits, isolate, code=JUDGE_CODE) or {}
+    scores = run_child(tree, JUDGE, inputs, limits, isolate) or {}
     return {k: v for k, v in scores.items() if type(v) in (float, str)}
 
 
@@ -388,8 +299,6 @@ class Row:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from instructor import sandbox
-    from instructor.grading import Limits
     from instructor.mistakes import CATALOG
 
     parser = argparse.ArgumentParser(

@@ -11,10 +11,11 @@ files and nothing else (no answer key, no tests), under limits on time, memory a
 nothing else of this machine (no repository, no home folder, no other submission), writes only its
 work folder, and every process it starts dies with it. The grader's first line says whether the
 sandbox is on, and so does the CSV's ``sandbox`` column; where it cannot be built the grader stops,
-unless ``--no_sandbox`` says to go on without it. The child only
-*computes*: it calls the submission's functions on the recorded cases (tests/fixtures) and on fresh
-hidden inputs made for this grading run, and writes the results (values and gradients) to a file. This
-process, which never imports student code, reads that file as plain tensors and numbers and compares.
+unless ``--no_sandbox`` says to go on without it. The child (:mod:`instructor.case_child`, started by
+:mod:`instructor.children`) only *computes*: it calls the submission's functions on the recorded cases
+(tests/fixtures) and on fresh hidden inputs made for this grading run, and writes the results (values
+and gradients) to a file. This process, which never imports student code, reads that file as plain
+tensors and numbers and compares.
 
 A function's points are its share of passed *hidden* cases times its points in the course table: inputs
 drawn fresh for this grading run from ``--seed`` (a fresh one by default; the CSV records it, so that a
@@ -32,10 +33,11 @@ is; submitted files are read without following links. The table is printed as Ma
 CSV (``--csv``, default ``grading_results.csv``).
 
 Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child trains the tiny preset with the
-submission's own functions (same ``_run_child``: limits, isolation; ``--gate_timeout`` per run) and a
-second child that holds no student file judges the saved policy; a gate that reaches its bar adds its
-points. The CSV has ``gate/<algorithm>`` (``pass`` or ``fail``), ``gate/<algorithm>/reward`` and
-``gate/<algorithm>/steps`` per gate; ``--gate none`` grades the cases only, ``--gate ppo grpo`` some gates.
+submission's own functions (started as the cases' child is, by :mod:`instructor.children`: limits,
+isolation; ``--gate_timeout`` per run) and a second child that holds no student file judges the saved
+policy; a gate that reaches its bar adds its points. The CSV has ``gate/<algorithm>`` (``pass`` or
+``fail``), ``gate/<algorithm>/reward`` and ``gate/<algorithm>/steps`` per gate; ``--gate none`` grades
+the cases only, ``--gate ppo grpo`` some gates.
 """
 
 from __future__ import annotations
@@ -45,10 +47,7 @@ import ast
 import csv
 import os
 import random
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,42 +58,13 @@ from pathlib import Path
 import torch
 
 from instructor import sandbox
+from instructor.children import CASES, SUBMISSION_FILES, Limits, make_tree, run_child
 from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
-from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases
-from rlhf_practice.course import GRADED, MODULES, graded, module_of
+from rlhf_practice.course import GRADED, graded, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
 POINTS = {g.function: g.points for g in GRADED}
-SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)
-CHILD_CODE = """\
-import os, sys
-sys.path.insert(0, sys.argv[1])
-import importlib, torch
-from rlhf_practice.checks import run_case
-inputs = torch.load(sys.argv[2], weights_only=True)
-results = {}
-for case in inputs:
-    try:
-        module = importlib.import_module("rlhf_practice.rl." + case["module"])
-        fn = getattr(module, case["function"])
-    except BaseException as err:
-        results[case["id"]] = {"error": f"{type(err).__name__}: {err}", "output": None, "requires_grad": False, "grads": {}, "modified": [], "modes": {}}
-        continue
-    results[case["id"]] = run_case(fn, case)
-torch.save(results, sys.argv[3])
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)  # the results are written: skip the interpreter's teardown (a third of a second with torch loaded)
-"""
-
-
-@dataclass
-class Limits:
-    seconds: float
-    memory_mb: int
-    output_mb: int = 64
-
 
 HIDDEN_PREFIX = "hidden_"  # the ids of instructor.cases.build_cases(seed=...): fresh inputs, the grade
 # A function that passes this share of the published cases or more, but less than half that share of the
@@ -194,65 +164,6 @@ def _key(case: dict) -> str:
     return f"{case['function']}/{case['id']}"
 
 
-def _make_tree(tree: Path, files: dict[str, bytes]) -> None:
-    """A package copy whose rl/ holds the submission's files: the only code the child can import."""
-    ignore = shutil.ignore_patterns("__pycache__", "assets")
-    shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
-    for name in SUBMISSION_FILES:
-        target = tree / "rlhf_practice" / "rl" / name
-        target.unlink(missing_ok=True)
-        if name in files:
-            target.write_bytes(files[name])
-
-
-def _command(tree: Path, inputs: Path, results: Path, isolate: bool, code: str = CHILD_CODE) -> list[str]:
-    """The child's command line (``code``: the cases' CHILD_CODE, or a gate's training or judge): in the sandbox
-    (``isolate``), it sees the interpreter, its packages and its work folder (the tree's parent, writable; the
-    tree read-only), and nothing else of this machine."""
-    python = [sys.executable, "-I", "-c", code, str(tree), str(inputs), str(results)]
-    return sandbox.command(python, work=tree.parent, read_only=[tree]) if isolate else python
-
-
-def _run_child(tree: Path, cases: object, limits: Limits, isolate: bool, code: str = CHILD_CODE) -> dict | None:
-    """Run the child on ``cases``; its results by case id, or None when it produced none we can read.
-
-    ``code`` is what the child runs: the cases (CHILD_CODE, the default), or a gate's training or judge
-    (:mod:`instructor.gate`), whose ``cases`` is then the job it reads, saved as it is."""
-    work = tree.parent
-    inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
-    torch.save(_child_inputs(cases) if code == CHILD_CODE else cases, inputs)
-
-    # The limits, set by util-linux's prlimit just before it execs the child (inherited by all it starts):
-    # no Python code runs between fork and exec, so that several children can start from threads.
-    cpu = int(limits.seconds) + 1
-    prlimit = ["prlimit", f"--as={limits.memory_mb * 2**20}", f"--cpu={cpu}"]
-    prlimit += [f"--fsize={limits.output_mb * 2**20}", "--core=0", "--"]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    with open(work / "child_output.txt", "wb") as out:
-        proc = subprocess.Popen(
-            [*prlimit, *_command(tree, inputs, results, isolate, code)],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-        )
-        try:
-            proc.wait(timeout=limits.seconds)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return None
-    try:
-        loaded = torch.load(results, weights_only=True)
-    except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
-        return None
-    finally:
-        results.unlink(missing_ok=True)
-    return loaded if isinstance(loaded, dict) else None
-
-
 RESULT_KEYS = {"error", "output", "requires_grad", "grads", "modified", "modes"}  # what run_case returns
 
 
@@ -347,12 +258,12 @@ def grade(
     result.notes = _file_notes(files)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
-        _make_tree(tree, files)
-        outcomes = _run_child(tree, cases, limits, isolate) or {}
+        make_tree(tree, files)
+        outcomes = run_child(tree, CASES, _child_inputs(cases), limits, isolate) or {}
         missing = [f for f in FUNCTIONS if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
         for function in missing:  # the child failed as a whole: rerun each function alone
             part = [c for c in cases if c["function"] == function]
-            rerun = _run_child(tree, part, limits, isolate)
+            rerun = run_child(tree, CASES, _child_inputs(part), limits, isolate)
             if rerun is None:
                 result.notes.append(f"{function}: crashed, hung or exceeded a limit")
             else:

@@ -1,10 +1,10 @@
 """The grading sandbox: a child process that sees and changes only its own work.
 
-    sandbox.command(["python", "-I", "-c", CODE, ...], work=folder, read_only=[folder / "tree"])
+    sandbox.command(["python", "-I", "tree/program.py", ...], work=folder, read_only=[folder / "tree"])
 
 ``command`` wraps a child's command line in ``unshare`` (util-linux): new user, mount, PID, network,
-IPC and UTS namespaces. Inside them, before the child starts, a few lines of Python (:data:`SETUP_CODE`,
-run with ``python -I -S``) build a new root on an empty tmpfs and move into it with ``pivot_root``:
+IPC and UTS namespaces. Inside them, before the child starts, :mod:`instructor.sandbox_setup` (run by its
+path with ``python -I -S``) builds a new root on an empty tmpfs and moves into it with ``pivot_root``:
 
     /usr /etc, /bin /sbin /lib* (links or binds)   read-only, as on this machine
     the interpreter and its packages                read-only, at the same paths: sys.base_prefix, sys.prefix
@@ -53,73 +53,9 @@ TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # links into /us
 DEVICES = ("null", "zero", "full", "random", "urandom")
 ROOT_DIR = ".sandbox-root"  # in the work folder: where the new root is built (the child sees it empty)
 
-# Runs inside the new namespaces as their root, before the child: builds the new root, moves into it,
-# drops every capability and execs the child. argv: the layout (JSON), then the child's command line.
-SETUP_CODE = r"""
-import ctypes, json, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND = 1, 2, 4, 8, 32, 4096
-layout, command = json.loads(sys.argv[1]), sys.argv[2:]
-new = layout["root"]
-
-def check(result, what):
-    if result != 0:
-        raise SystemExit(f"sandbox: {what}: {os.strerror(ctypes.get_errno())}")
-
-def mount(source, target, fstype=None, flags=0, data=None):
-    encoded = [s.encode() if s is not None else None for s in (source, target, fstype, data)]
-    check(libc.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]), f"mount {target}")
-
-def bind(source, target, flags=0):
-    mount(source, target, flags=BIND)
-    if flags:  # a bind mount takes its flags in a second call
-        mount("none", target, flags=REMOUNT | BIND | flags)
-
-mount("sandbox", new, "tmpfs", NOSUID | NODEV, "mode=755")
-for name, target in layout["links"]:
-    os.symlink(target, new + name)
-for path in ("/tmp", "/dev/shm", "/proc", "/sys"):
-    os.makedirs(new + path)
-    if path in ("/tmp", "/dev/shm"):
-        mount("tmpfs", new + path, "tmpfs", NOSUID | NODEV, "mode=1777")
-mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC)
-for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
-    if os.path.exists(new + path):
-        bind(new + path, new + path, RDONLY | NOSUID | NODEV | NOEXEC)
-mount("sysfs", new + "/sys", "sysfs", RDONLY | NOSUID | NODEV | NOEXEC)
-for device in layout["devices"]:
-    open(new + device, "w").close()
-    bind(device, new + device)
-os.symlink("/proc/self/fd", new + "/dev/fd")
-for path in layout["read_only"]:
-    os.makedirs(new + path, exist_ok=True)
-    bind(path, new + path, RDONLY | NOSUID | NODEV)
-os.makedirs(new + layout["work"], exist_ok=True)
-bind(layout["work"], new + layout["work"], NOSUID | NODEV)
-for path in layout["work_read_only"]:
-    bind(path, new + path, RDONLY | NOSUID | NODEV)
-
-os.chdir(new)
-os.mkdir(".old")
-number = {"x86_64": 155, "aarch64": 41, "riscv64": 41}.get(os.uname().machine)
-if number is not None:
-    check(libc.syscall(number, b".", b".old"), "pivot_root")
-elif os.spawnvp(os.P_WAIT, "pivot_root", ["pivot_root", ".", ".old"]) != 0:
-    raise SystemExit("sandbox: pivot_root failed")
-check(libc.umount2(b"/.old", 2), "detach the old root")  # MNT_DETACH
-os.rmdir("/.old")
-mount("none", "/", flags=REMOUNT | BIND | RDONLY | NOSUID | NODEV)
-os.chdir(layout["cwd"])
-
-with open("/proc/sys/kernel/cap_last_cap") as f:
-    last = int(f.read())
-for capability in range(last + 1):
-    check(libc.prctl(24, capability, 0, 0, 0), "drop a capability")  # PR_CAPBSET_DROP
-check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-check(libc.prctl(28, 3, 0, 0, 0), "turn root's capabilities off")  # PR_SET_SECUREBITS: NOROOT, locked
-check(libc.prctl(38, 1, 0, 0, 0), "set no_new_privs")  # PR_SET_NO_NEW_PRIVS
-os.execvp(command[0], command)
-"""
+# Runs inside the new namespaces as their root, before the child (python -I -S SETUP LAYOUT CHILD...): builds
+# the new root, moves into it, drops every capability and execs the child.
+SETUP = Path(__file__).resolve().with_name("sandbox_setup.py")
 
 
 def _inside(path: str, folders: list[str]) -> bool:
@@ -127,7 +63,7 @@ def _inside(path: str, folders: list[str]) -> bool:
 
 
 def _layout(work: Path, read_only: list[Path]) -> dict:
-    """Where everything goes in the new root (paths as on this machine; the setup code prefixes the root)."""
+    """Where everything goes in the new root (paths as on this machine; sandbox_setup prefixes the root)."""
     links, system = [], list(SYSTEM)
     for name in TOP_LEVEL:
         path = Path("/") / name
@@ -157,7 +93,7 @@ def command(argv: list[str], work: Path, read_only: list[Path] = ()) -> list[str
     """``argv`` run in the sandbox, in ``work`` (read-write; ``read_only`` folders inside it read-only)."""
     (Path(work) / ROOT_DIR).mkdir(exist_ok=True)
     layout = _layout(Path(work), list(read_only))
-    return [*UNSHARE, sys.executable, "-I", "-S", "-c", SETUP_CODE, json.dumps(layout), *argv]
+    return [*UNSHARE, sys.executable, "-I", "-S", str(SETUP), json.dumps(layout), *argv]
 
 
 def problem() -> str | None:

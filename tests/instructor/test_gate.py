@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import csv
 import functools
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from instructor import gate as gate_module
 from instructor import sandbox
+from instructor.children import GATE, JUDGE, Limits
 from instructor.gate import GATE_SEED, GATES, SCRIPTS, run_gates, stub_files, variant_files
-from instructor.grading import Limits, main
+from instructor.grading import main
 from instructor.mistakes import CATALOG
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path
 
@@ -45,6 +49,16 @@ def test_every_gate_is_declared_once_with_graded_functions_and_a_command_that_ex
         else:
             assert gate.command[0] in SCRIPTS and (ROOT / gate.command[0]).is_file()
     assert {m for g in GATES for m in g.modules} == set(MODULES), "every student file has a gate"
+
+
+def test_every_function_a_gate_names_is_in_its_training_loop() -> None:
+    """A gate's ``functions`` (hand-written: what its loop calls) names no function that its command's source
+    does not: a renamed or dropped call fails here, not silently in gate-bars."""
+    for gate in GATES:
+        script = Path(*gate.command[1].split(".")).with_suffix(".py") if gate.command[0] == "-m" else gate.command[0]
+        source = (ROOT / script).read_text(encoding="utf-8")
+        absent = [f for f in gate.functions if not re.search(rf"\b{f}\b", source)]
+        assert not absent, f"gate/{gate.name}: {script} never names {absent}"
 
 
 @pytest.mark.slow  # six short trainings and one judge: ~1 min on a quiet machine
@@ -91,7 +105,10 @@ def test_the_table_and_the_csv_show_each_gate(tmp_path: Path, capsys) -> None:
     table = tmp_path / "grades.csv"
     main([str(folder), "--csv", str(table), "--seed", "3", "--gate", "lecture", "dpo"])
     out = capsys.readouterr().out
-    assert "| gate/lecture | gate/dpo | total |" in out and "gate/lecture 10, gate/dpo 10 (total 235)" in out
+    ran = [g for g in GATES if g.name in ("lecture", "dpo")]
+    total = sum(g.points for g in GRADED) + sum(g.points for g in ran)  # the cases and the two gates that ran
+    points = ", ".join(f"gate/{g.name} {g.points:g}" for g in ran)
+    assert "| gate/lecture | gate/dpo | total |" in out and f"{points} (total {total:g})" in out
     with open(table, newline="") as f:
         (row,) = csv.DictReader(f)
     assert [c for c in row if c.startswith("gate/")] == [
@@ -103,3 +120,30 @@ def test_the_table_and_the_csv_show_each_gate(tmp_path: Path, capsys) -> None:
     assert "gate/lecture: sort_distance_reward is a stub" in row["notes"]
     main([str(folder), "--csv", str(table), "--seed", "3", "--gate", "none"])
     assert "gate/" not in capsys.readouterr().out and "gate/" not in table.read_text()
+
+
+def test_the_judge_works_out_of_reach_of_the_gate_children(monkeypatch, tmp_path: Path) -> None:
+    """A gate child writes its whole work folder: the judge's tree and the policies it reads are copied
+    elsewhere, so nothing a child planted there (a torch.py, a link to write through) reaches the judge."""
+    children = []
+
+    def fake_run_child(tree: Path, program: str, job, limits, isolate: bool):
+        children.append((program, tree))
+        if program == GATE:  # a trained policy, where train_ppo.py saves it, and a plant for the judge
+            argv = job["argv"]
+            policy = Path(argv[argv.index("--run_dir") + 1]) / argv[argv.index("--run_name") + 1] / "policy"
+            policy.mkdir(parents=True)
+            for name in ("config.json", "model.safetensors"):
+                (policy / name).write_bytes(b"{}")
+            (tree.parent / "judge" / "tree").mkdir(parents=True)
+            (tree.parent / "judge" / "tree" / "torch.py").write_text("raise SystemExit('planted')\n")
+            return {"status": "trained", "note": "", "steps": 1}
+        return {"ppo": 0.0}
+
+    monkeypatch.setattr(gate_module, "run_child", fake_run_child)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ppo = next(g for g in GATES if g.name == "ppo")
+    result = run_gates(KEY, (ppo,), LIMITS, isolate=False)["ppo"]
+    (gate, gate_tree), (judge, judge_tree) = children
+    assert (gate, judge) == (GATE, JUDGE) and result.reward == 0.0
+    assert not judge_tree.is_relative_to(gate_tree.parent), "the judge's tree is in a gate child's work folder"

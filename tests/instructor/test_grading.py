@@ -199,7 +199,7 @@ def _digest() -> str:
 
 def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> None:
     points = {g.function: g.points for g in GRADED}
-    assert float(rows["key"]["total"]) == sum(points.values()) == 215
+    assert float(rows["key"]["total"]) == sum(points.values())  # the course table's total, whatever it is
     assert all(float(rows["key"][f]) == points[f] for f in FUNCTIONS)
     for f in FUNCTIONS:  # every hidden case and every published one passes; the seed is the one asked for
         for kind in ("hidden", "published"):
@@ -209,7 +209,8 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
     assert float(rows["stubs"]["total"]) == 0
     assert all(rows["stubs"][f"{f}/{kind}"].startswith("0/") for f in FUNCTIONS for kind in ("hidden", "published"))
     assert "published cases but only" not in rows["key"]["notes"] + rows["half_done"]["notes"]
-    assert float(rows["half_done"]["total"]) == 50  # ppo.py done, grpo.py a stub, no token_level/lecture/dpo.py
+    ppo_points = sum(g.points for g in GRADED if g.module == "ppo")  # ppo.py done, grpo.py a stub, no other file
+    assert float(rows["half_done"]["total"]) == ppo_points
     assert all(f"{m}.py missing" in rows["half_done"]["notes"] for m in ("token_level", "lecture", "dpo"))
     scores = {name: float(rows[name]["total"]) for name in cheats}
     assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"

@@ -1,0 +1,115 @@
+"""The grader's child processes: the tree a child runs in, its command line, its limits.
+
+Every child of the grader runs one of three programs, each a module of this wing with a ``main()``:
+
+    instructor/case_child.py     the cases: calls the submission's functions, writes values and gradients
+    instructor/gate_child.py     a gate's training: checks its functions on a tiny input, then trains
+    instructor/judge_child.py    the judge: measures saved weights, in a tree that holds no student file
+
+:func:`make_tree` copies them into the child's tree beside the package copy, and the child runs one with
+
+    python -I TREE/<program>.py TREE INPUTS RESULTS
+
+(in the sandbox, :func:`instructor.sandbox.command` around it). Not ``python -I -m instructor.<program>``:
+under ``-I`` the module path is the standard library and the installed packages only (no current folder,
+no script folder, no PYTHONPATH), and the instructor wing is neither installed nor, in the sandbox,
+visible (it holds the case generator and the catalog of mistakes). So the program is a file of the tree,
+read-only in the sandbox, run by its path; it imports nothing of ``instructor``, puts TREE first on its
+``sys.path`` and imports ``rlhf_practice`` from there: the package copy, the submission's files in its
+``rl/`` (the judge's: none), the only code the child can import besides the interpreter's packages.
+
+Both the grader (:mod:`instructor.grading`, the cases) and the outcome gates (:mod:`instructor.gate`,
+the training and the judge) start their children through :func:`run_child`: same limits, same
+isolation, same environment.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from instructor import sandbox
+from rlhf_practice import PACKAGE_DIR
+from rlhf_practice.course import MODULES
+
+SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)  # what a submission holds: a copy of rlhf_practice/rl/
+CASES, GATE, JUDGE = "case_child.py", "gate_child.py", "judge_child.py"  # the programs a child runs
+PROGRAMS = (CASES, GATE, JUDGE)
+HERE = Path(__file__).resolve().parent  # where the programs are kept: instructor/
+
+
+@dataclass
+class Limits:
+    """What one child may use: wall and CPU seconds, address space, size of a file it writes."""
+
+    seconds: float
+    memory_mb: int
+    output_mb: int = 64
+
+
+def make_tree(tree: Path, files: dict[str, bytes]) -> None:
+    """A package copy whose rl/ holds the submission's ``files`` (none: no student file at all), and the
+    child programs beside it: the only code the child can import."""
+    ignore = shutil.ignore_patterns("__pycache__", "assets")
+    shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
+    for name in SUBMISSION_FILES:
+        target = tree / "rlhf_practice" / "rl" / name
+        target.unlink(missing_ok=True)
+        if name in files:
+            target.write_bytes(files[name])
+    for program in PROGRAMS:
+        shutil.copyfile(HERE / program, tree / program)
+
+
+def command(tree: Path, program: str, inputs: Path, results: Path, isolate: bool) -> list[str]:
+    """The child's command line: ``program`` (one of PROGRAMS) of ``tree``. In the sandbox (``isolate``), it
+    sees the interpreter, its packages and its work folder (the tree's parent, writable; the tree read-only),
+    and nothing else of this machine."""
+    python = [sys.executable, "-I", str(tree / program), str(tree), str(inputs), str(results)]
+    return sandbox.command(python, work=tree.parent, read_only=[tree]) if isolate else python
+
+
+def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bool) -> dict | None:
+    """Run ``program`` of ``tree`` on ``job`` (saved as it is, for the child to read: the cases' inputs, a
+    gate's job, the judge's jobs); its results, or None when it produced none we can read."""
+    work = tree.parent
+    inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
+    torch.save(job, inputs)
+
+    # The limits, set by util-linux's prlimit just before it execs the child (inherited by all it starts):
+    # no Python code runs between fork and exec, so that several children can start from threads.
+    cpu = int(limits.seconds) + 1
+    prlimit = ["prlimit", f"--as={limits.memory_mb * 2**20}", f"--cpu={cpu}"]
+    prlimit += [f"--fsize={limits.output_mb * 2**20}", "--core=0", "--"]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    with open(work / "child_output.txt", "wb") as out:
+        proc = subprocess.Popen(
+            [*prlimit, *command(tree, program, inputs, results, isolate)],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=limits.seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+    try:
+        loaded = torch.load(results, weights_only=True)
+    except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
+        return None
+    finally:
+        results.unlink(missing_ok=True)
+    return loaded if isinstance(loaded, dict) else None
