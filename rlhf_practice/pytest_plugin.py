@@ -1,7 +1,8 @@
 """pytest plugin: ``--impl student|FOLDER`` picks whose rl/ functions the graded tests run.
 
-Installed as a pytest11 entry point (``pip install -e .``, part of requirements.txt), so that
-``pytest -m graded --impl=DIR`` reads DIR as the option's value and not as a test path.
+Loaded before the command line is read (pyproject.toml's addopts: ``-p rlhf_practice.pytest_plugin``; it is
+also a pytest11 entry point), so that ``pytest -m graded --impl=DIR`` reads DIR as the option's value and not
+as a test path.
 """
 
 from __future__ import annotations
