@@ -41,6 +41,29 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"error: {err}", returncode=2)
 
 
+WHOLE_RUNS = ("not slow and not processes", "graded", "not graded")  # -m of runs worth several processes
+MAX_WORKERS = 4  # tests run one file per process at a time: past a few, processes wait for the longest file
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many processes ``-n auto`` (pyproject.toml's addopts) starts: for the whole suite, ``-m graded`` or
+    ``-m "not graded"``, one per CPU up to :data:`MAX_WORKERS`; 0 (this process alone) for anything narrower:
+    ``-k``, named files, ``--collect-only``, ``-m slow`` or ``-m processes`` (those start processes of their own).
+    Checking one function (``-k``) would spend more on starting workers than on its tests.
+    PYTEST_XDIST_AUTO_NUM_WORKERS sets the number by hand."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    narrow = (
+        config.option.keyword
+        or config.option.collectonly
+        or config.args_source == pytest.Config.ArgsSource.ARGS
+        or (config.option.markexpr or "") not in WHOLE_RUNS
+    )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 0 if narrow else min(MAX_WORKERS, cpus)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"rlhf_practice implementation under test: --impl {config.getoption('--impl')}"
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from _checks import recorded_cases
@@ -16,6 +17,7 @@ from _selection import FUNCTIONS, PROJECT_MARKERS, TESTS, module_may_match, reac
 from properties import laws
 
 from rlhf_practice.course import ROOT
+from rlhf_practice.pytest_plugin import MAX_WORKERS, pytest_xdist_auto_num_workers
 
 SELECTIONS = [  # (-m, -k): what students and instructors type, and a few that mix names, words and "not"
     ("graded", ""),
@@ -55,6 +57,27 @@ def test_one_function_loads_its_own_cases_and_only_graded_modules() -> None:
     kept = {p.name for p in TESTS.rglob("test_*.py") if module_may_match(p, "graded")}
     assert kept == {p.name for p in TESTS.rglob("test_*.py") if "mark.graded" in p.read_text(encoding="utf-8")}
     assert {"test_graded.py", "test_properties.py"} <= kept and "test_docs.py" not in kept
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "keyword", "args", "workers"),
+    [
+        ("not slow and not processes", "", False, True),  # plain pytest
+        ("graded", "", False, True),  # pytest -m graded
+        ("graded", "compute_advantages", False, False),  # checking one function
+        ("not slow and not processes", "", True, False),  # pytest tests/test_docs.py
+        ("slow", "", False, False),
+        ("processes", "", False, False),
+    ],
+)
+def test_whole_runs_use_the_cpus_and_narrow_ones_this_process(
+    monkeypatch: pytest.MonkeyPatch, markexpr: str, keyword: str, args: bool, workers: bool
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    source = pytest.Config.ArgsSource.ARGS if args else pytest.Config.ArgsSource.TESTPATHS
+    option = SimpleNamespace(keyword=keyword, markexpr=markexpr, collectonly=False)
+    count = pytest_xdist_auto_num_workers(SimpleNamespace(option=option, args_source=source))
+    assert (count > 0) is workers and count <= MAX_WORKERS
 
 
 def _true(expression: str, matches) -> bool:
