@@ -21,8 +21,8 @@ def compute_advantages(
     """Advantages A = R - V(s): how much better each reply did than the value head expected.
 
     Args:
-        rewards: (N,) float, the reward of each reply.
-        values: (N,) float, the value head's estimate V(s) for each reply's prompt. It may carry
+        rewards: (N,) float, the reward of each reply (any shape works: everything below is over all elements).
+        values: same shape, float, the value head's estimate V(s) for each reply's prompt. It may carry
             gradient: detach it, so that no gradient ever reaches ``values`` through the advantages.
         normalize: if True, standardize over all N elements:
             A = (A - A.mean()) / (A.std() + eps), with torch's default (unbiased) std. If all N

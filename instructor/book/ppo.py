@@ -95,6 +95,14 @@ def advantage_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             [("rewards", rewards), ("values", values)],
             atol=TIE_TOLERANCE,
         )
+    row = [0.3, -0.2, 0.9, 0.1]  # a tie is every element equal, not every row equal to the first
+    if fresh:
+        row = _uniform(g, -1, 1, 4).tolist()
+    add(
+        "identical_rows_not_a_tie",
+        f"compute_advantages on two identical rows of rewards {row} (values 0), normalize=True: not a tie",
+        [("rewards", torch.tensor([row, row])), ("values", torch.zeros(2, 4))],
+    )
     for dtype in DTYPES:
         for shape in ((5,), (64,), (257,), (4, 8)):
             for normalize in (True, False):
@@ -129,6 +137,19 @@ def std_mean(rewards, values, normalize=True, eps=1e-8):
         return a
     std, mean = torch.std_mean(a.double())  # in float64: a float32 tie is then 0 to within ~1e-8
     return ((a - mean) / (std + eps)).to(a.dtype)
+
+
+@wrong(
+    "compute_advantages",
+    "a tie is every advantage equal (each element against the first one, advantages.flatten()[0]), "
+    "not every row equal to the first row",
+)
+def tie_by_first_row(rewards, values, normalize=True, eps=1e-8):
+    a = rewards - values.detach()
+    if normalize:
+        tie = bool((a == a[:1]).all())
+        a = torch.zeros_like(a) if tie else (a - a.mean()) / (a.std() + eps)
+    return a
 
 
 @wrong(

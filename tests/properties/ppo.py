@@ -57,6 +57,21 @@ def _(fn, ex):
 
 @law(
     "compute_advantages",
+    "identical_rows_not_a_tie",
+    "rows that are all alike but whose elements differ are not a tie: normalized over all elements as any input",
+    st.fixed_dictionaries({"row": tensor((3,)), "rows": st.integers(2, 4)}).filter(
+        lambda ex: float(ex["row"].max() - ex["row"].min()) > 0.1
+    ),
+)
+def _(fn, ex):
+    rewards = ex["row"].repeat(ex["rows"], 1)
+    a = fn(rewards, torch.zeros_like(rewards), True)
+    expected = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
+    return None if close(a, expected) else f"{got(a)}, expected {fmt(expected)}"
+
+
+@law(
+    "compute_advantages",
     "no_gradient_to_values",
     "no gradient reaches values (they come from the value head with gradient)",
     st.fixed_dictionaries({"ex": _pair, "normalize": st.booleans()}),
