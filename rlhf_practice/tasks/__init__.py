@@ -10,7 +10,7 @@ held-out prompt set and a correct reply for each prompt (:mod:`rlhf_practice.tas
 The task list is written once, as ``config.TASK_NAMES`` (what ``--task`` accepts): task ``NAME`` is the
 :class:`Task` subclass whose ``name`` is ``NAME`` in the module ``rlhf_practice.tasks.NAME``, and
 :data:`TASK_CLASSES` is read from those modules. To add a task, write that module and add its name to
-``config.TASK_NAMES``; INSTRUCTOR.md (maintainers) lists the steps.
+``config.TASK_NAMES``; the maintainers' manual lists the steps.
 """
 
 from __future__ import annotations
