@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import torch
 
@@ -100,7 +101,8 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "raises": raises,
     }
     assert not extra, extra
-    _add_catalogued_mistakes(case)
+    if _DIAGNOSES.get():
+        _add_catalogued_mistakes(case)
     return case
 
 
@@ -242,9 +244,10 @@ def builder_of(function: str) -> Builder:
 
 
 FIXTURE_SEED = 2024
+_DIAGNOSES = ContextVar("diagnoses", default=True)  # False: build_cases(diagnoses=False) is under way
 
 
-def build_cases(seed: int | None = None, function: str | None = None) -> list[dict]:
+def build_cases(seed: int | None = None, function: str | None = None, diagnoses: bool = True) -> list[dict]:
     """The committed cases (``seed=None``), or fresh ones (hidden cases for the grader: random inputs, and
     a fresh variant of every fixed case, drawn from ``seed``); of one graded function if ``function`` is given.
 
@@ -252,8 +255,18 @@ def build_cases(seed: int | None = None, function: str | None = None) -> list[di
     function's cases need the builders before it to run (and the book modules they are written in). Fresh
     ones draw from a generator per function, seeded with ``seed``: a function's hidden cases are the same
     whether they are built alone (``function=``, e.g. for one selected test, which imports only its own book
-    module) or with all the others.
+    module) or with all the others. ``diagnoses=False`` leaves out what the catalog's mistakes return (their
+    ``mistakes`` are empty; the inputs and expected results are the same): a check that only needs to know
+    whether a function passes, and builds them again to name a mistake when it does not.
     """
+    token = _DIAGNOSES.set(diagnoses)
+    try:
+        return _build(seed, function)
+    finally:
+        _DIAGNOSES.reset(token)
+
+
+def _build(seed: int | None, function: str | None) -> list[dict]:
     key = load_impl("answer")
     shared = torch.Generator().manual_seed(FIXTURE_SEED)
     cases = []

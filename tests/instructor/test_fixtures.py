@@ -223,8 +223,8 @@ def test_book_examples_are_recorded(ours: list[dict]) -> None:
 def test_fresh_random_inputs_against_the_live_key(impl, function: str) -> None:
     """Inputs no fixture holds (another seed), expected values from the answer key. Only this function's
     cases are built: ``-k compute_advantages`` builds no model for task 12 (that would import transformers)."""
-    module = impl.module(module_of(function))
-    for case in build_cases(seed=7, function=function):
-        message = check_case(case, run_case(getattr(module, function), case))
-        if message:
-            pytest.fail(message, pytrace=False)
+    fn = getattr(impl.module(module_of(function)), function)
+    for i, case in enumerate(build_cases(seed=7, function=function, diagnoses=False)):
+        if check_case(case, run_case(fn, case)):  # built again with the catalog's mistakes, to name the one it makes
+            case = build_cases(seed=7, function=function)[i]
+            pytest.fail(check_case(case, run_case(fn, case)), pytrace=False)
