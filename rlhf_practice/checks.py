@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 
 from rlhf_practice import PACKAGE_DIR
+from rlhf_practice.course import MODULES, module_of
 
 CASES_DIR = PACKAGE_DIR.parent / "tests" / "fixtures" / "graded"  # <student file>.pt: its functions' cases
 NOT_IMPLEMENTED = "NotImplementedError"
@@ -54,8 +55,6 @@ NOT_IMPLEMENTED = "NotImplementedError"
 def load_cases(path: Path = CASES_DIR, function: str | None = None) -> list[dict]:
     """The recorded cases (of one function, if given), in the course's order. ``path`` is a folder of one
     file per student file (only the file of ``function`` is read), or one file that holds them all."""
-    from rlhf_practice.course import MODULES, module_of
-
     if path.is_dir():
         modules = MODULES if function is None else (module_of(function),)
         cases = [case for m in modules for case in torch.load(path / f"{m}.pt", weights_only=True)]

@@ -11,18 +11,23 @@ from functools import cache
 
 import pytest
 
-from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases, run_case
-from rlhf_practice.course import GRADED, graded, module_of
+from rlhf_practice.checks import CASES_DIR, blame_helpers, check_case, graded_callees, load_cases, run_case
+from rlhf_practice.course import MODULES, graded, module_of
 from rlhf_practice.errors import ConfigError
 
 
-@cache
 def recorded_cases(function: str | None = None) -> tuple[dict, ...]:
-    """The recorded cases of ``function`` (default: of every graded function), read once: only its student
-    file's fixture is read. Shared between tests: read them, never change them."""
+    """The recorded cases of ``function`` (default: of every graded function): only its student file's fixture
+    is read, once. Shared between tests: read them, never change them."""
     if function is None:
-        return tuple(c for g in GRADED for c in recorded_cases(g.function))
-    return tuple(load_cases(function=function))
+        return tuple(c for m in MODULES for c in _file_cases(m))
+    return tuple(c for c in _file_cases(module_of(function)) if c["function"] == function)
+
+
+@cache
+def _file_cases(module: str) -> tuple[dict, ...]:
+    """tests/fixtures/graded/<module>.pt, read once."""
+    return tuple(load_cases(CASES_DIR / f"{module}.pt"))
 
 
 def student_module(impl: object, name: str) -> object:
