@@ -37,6 +37,12 @@ class _Undecided(Exception):
     pass
 
 
+def holds(expression: str, matches: Callable[[str], bool]) -> bool:
+    """A -m or -k expression (names, and/or/not, parentheses) as pytest evaluates it, with ``matches(name)`` for
+    each name; an empty one holds."""
+    return not expression or Expression.compile(expression).evaluate(lambda name, /, **kwargs: matches(name))
+
+
 def satisfiable(expression: str | None, truth: Callable[[str], bool | None]) -> bool:
     """Whether ``expression`` (a -m or -k expression) can be true when each name is ``truth(name)``,
     None meaning "true for some tests and false for others": then every combination is tried."""

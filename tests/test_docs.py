@@ -21,6 +21,7 @@ from functools import cache
 import pytest
 import torch
 from _checks import recorded_cases
+from _selection import holds
 from properties import laws
 
 from rlhf_practice import PACKAGE_DIR
@@ -356,25 +357,13 @@ def test_no_control_characters(doc: str) -> None:
         assert not found, f"{doc}:{number}: control character {found.group()!r} in {line[:60]!r}"
 
 
-def _k_true(expression: str, matches) -> bool:
-    """A pytest ``-k`` expression (names, and/or/not, parentheses) with ``matches(name)`` for each name."""
-    python = re.sub(
-        r"[\w.\[\]-]+",
-        lambda m: m.group() if m.group() in ("and", "or", "not") else str(matches(m.group())),
-        expression,
-    )
-    return eval(python)  # only True, False, and, or, not and parentheses are left
-
-
 def _k_selects(expression: str) -> set[str]:
     """The graded functions whose tests ``pytest -m graded -k expression`` selects (a name matches where
     it is a part of a test's name, as pytest's -k does)."""
     tests = [(test, case["function"]) for test, case in zip(_graded_test_names(), recorded_cases())]
     tests += [(f"test_property[{p.test_id}]", p.function) for p in laws()]
     return {
-        function
-        for test, function in tests
-        if _k_true(expression, lambda name, test=test: name.lower() in test.lower())
+        function for test, function in tests if holds(expression, lambda name, test=test: name.lower() in test.lower())
     }
 
 
@@ -397,7 +386,7 @@ def test_k_selects_what_the_text_says(doc: str, expression: str, chapter: str) -
     names = {g.function for g in GRADED} | {g.module for g in GRADED}
     words = set(re.findall(r"\w+", expression)) - {"and", "or", "not"}
     if words <= names:
-        by_name = {g.function for g in GRADED if _k_true(expression, lambda name, g=g: name in (g.function, g.module))}
+        by_name = {g.function for g in GRADED if holds(expression, lambda name, g=g: name in (g.function, g.module))}
         assert selected == by_name, f"{doc}: -k {expression!r} also selects {sorted(selected - by_name)}"
     else:
         assert len(selected) == 1, (

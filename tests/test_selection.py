@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from _checks import recorded_cases
-from _pytest.mark.expression import Expression
-from _selection import FUNCTIONS, PROJECT_MARKERS, TESTS, module_may_match, reachable
+from _selection import FUNCTIONS, PROJECT_MARKERS, TESTS, holds, module_may_match, reachable
 from properties import laws
 
 from rlhf_practice.course import ROOT
@@ -80,10 +79,6 @@ def test_whole_runs_use_the_cpus_and_narrow_ones_this_process(
     assert (count > 0) is workers and count <= MAX_WORKERS
 
 
-def _true(expression: str, matches) -> bool:
-    return not expression or Expression.compile(expression).evaluate(lambda name, /, **kw: matches(name))
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_what_is_skipped_is_what_pytest_deselects(impl, tmp_path: Path) -> None:
@@ -102,8 +97,8 @@ def test_what_is_skipped_is_what_pytest_deselects(impl, tmp_path: Path) -> None:
         for item in items:
             words = [w.lower() for w in item["keywords"]]
             if not (
-                _true(markexpr, lambda m, item=item: m in item["markers"])
-                and _true(keyword, lambda k, words=words: any(k.lower() in w for w in words))
+                holds(markexpr, lambda m, item=item: m in item["markers"])
+                and holds(keyword, lambda k, words=words: any(k.lower() in w for w in words))
             ):
                 continue
             where = f"-m {markexpr!r} -k {keyword!r} selects {item['name']}"
