@@ -4,60 +4,26 @@ Checking one graded function imports none of the slow libraries (transformers an
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
-from pathlib import Path
+
+from _imports import circle, graph, imports
 
 from rlhf_practice import PACKAGE_DIR
 
 ROOT = PACKAGE_DIR.parent
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, at the top or inside a function (both make a dependency)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
-
-
-def _graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
-    return {name: {m for m in _imports(path) if m in files and m != name} for name, path in files.items()}
-
-
 def test_no_module_imports_in_a_circle() -> None:
-    graph, done, path = _graph(), set(), []
-
-    def visit(name: str) -> None:
-        if name in path:
-            raise AssertionError("import circle: " + " -> ".join([*path[path.index(name) :], name]))
-        if name not in done:
-            path.append(name)
-            for dep in sorted(graph[name]):
-                visit(dep)
-            path.pop()
-            done.add(name)
-
-    for name in sorted(graph):
-        visit(name)
+    found = circle(graph(PACKAGE_DIR))
+    assert found is None, "import circle: " + " -> ".join(found or [])
 
 
 def test_the_package_never_imports_the_instructor_wing_or_the_key() -> None:
     for path in PACKAGE_DIR.rglob("*.py"):
         bad = {
             m
-            for m in _imports(path)
+            for m in imports(path)
             if m.split(".")[0] in ("instructor", "answer", "scripts", "train_ppo", "train_grpo")
         }
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: the package must work without them"
@@ -66,7 +32,7 @@ def test_the_package_never_imports_the_instructor_wing_or_the_key() -> None:
 def test_student_files_import_only_torch() -> None:
     for path in (PACKAGE_DIR / "rl").glob("*.py"):
         if path.name != "__init__.py":
-            outside = {m for m in _imports(path) if m.split(".")[0] not in ("torch", "__future__", "math")}
+            outside = {m for m in imports(path) if m.split(".")[0] not in ("torch", "__future__", "math")}
             assert not outside, f"{path.relative_to(ROOT)} imports {sorted(outside)}"
 
 
