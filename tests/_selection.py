@@ -97,15 +97,14 @@ def module_may_match(path: Path, markexpr: str) -> bool:
 
 def _keyword_truth(test: str, file: str, function: str) -> Callable[[str], bool | None]:
     """-k truth of a name for every test ``test[<file>-<function>-...]`` of tests/<test>.py."""
-    module = module_of(function)
-    certain = (file, "graded", f"{test}[{module}-{function}-")
+    named = f"{test}[{module_of(function)}-{function}-".lower()  # what every one of these tests' names starts with
+    certain = (file.lower(), "graded", named)
 
     def truth(name: str) -> bool | None:
         word = name.lower()
-        if any(word in c.lower() for c in certain):
+        if any(word in c for c in certain):
             return True
-        owned = (f"{test}[{module}-{function}-").lower()
-        if any(f in word and f not in owned for f in FUNCTIONS):
+        if any(f in word and f not in named for f in FUNCTIONS):
             return False  # a graded function's name occurs in these tests' names only where theirs stands
         return None
 
