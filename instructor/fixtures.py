@@ -141,6 +141,11 @@ def differences(recorded: list[dict], fresh: list[dict]) -> list[str]:
     return [line for a, b in zip(recorded, fresh) for line in case_differences(a, b)]
 
 
+def of_file(cases: list[dict], module: str) -> list[dict]:
+    """The cases of the graded functions of student file ``module``: what its fixture file holds."""
+    return [case for case in cases if module_of(case["function"]) == module]
+
+
 def record(folder: Path = CASES_DIR, cases: list[dict] | None = None) -> tuple[int, list[Path]]:
     """Save ``cases`` (default: built from the answer key) into ``folder``, one file per student file
     (``ppo.pt``, ...), except a file that already agrees within :data:`TOLERANCE`: it is kept as it is, so
@@ -150,7 +155,7 @@ def record(folder: Path = CASES_DIR, cases: list[dict] | None = None) -> tuple[i
     cases = build_cases() if cases is None else cases
     written = []
     for module in MODULES:
-        mine = [case for case in cases if module_of(case["function"]) == module]
+        mine = of_file(cases, module)
         path = folder / f"{module}.pt"
         try:
             if path.is_file() and not differences(load_cases(path), mine):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from instructor.cases import build_cases
-from instructor.fixtures import case_differences, differences, largest, record
+from instructor.fixtures import case_differences, differences, largest, of_file, record
 from rlhf_practice.checks import check_case, load_cases, run_case
 from rlhf_practice.course import GRADED, MODULES, module_of
 
@@ -196,7 +196,7 @@ def test_recording_keeps_a_file_that_agrees(tmp_path: Path, fresh: list[dict]) -
     count, written = record(folder, fresh)
     assert count == len(fresh)
     for m in MODULES:
-        same_book = _inputs(_of(other, m)) == _inputs(_of(fresh, m))
+        same_book = _inputs(of_file(other, m)) == _inputs(of_file(fresh, m))
         assert (folder / f"{m}.pt" not in written) is same_book and (
             (folder / f"{m}.pt").read_bytes() == before[m]
         ) is same_book
@@ -204,10 +204,6 @@ def test_recording_keeps_a_file_that_agrees(tmp_path: Path, fresh: list[dict]) -
     broken[0]["expected"] = broken[0]["expected"] * 2
     torch.save(broken, folder / "ppo.pt")
     assert record(folder, fresh) == (len(fresh), [folder / "ppo.pt"]) and _same_bits(load_cases(folder), fresh)
-
-
-def _of(cases: list[dict], module: str) -> list[dict]:
-    return [c for c in cases if module_of(c["function"]) == module]
 
 
 def test_book_examples_are_recorded(ours: list[dict]) -> None:
