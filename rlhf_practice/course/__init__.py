@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo", "token_level", "lecture" or "dpo": the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", "token_level", "lecture", "dpo" or "reward_model": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
     # A tiny valid input, enough to tell a stub from an implementation (:func:`probe_args`): its arguments,
@@ -55,6 +55,20 @@ def _reply_batch() -> tuple:
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(config).eval()
+    return model, torch.tensor([[3, 4, 5, 0]]), torch.ones(1, 4, dtype=torch.long), torch.tensor([2])
+
+
+def _score_batch() -> tuple:
+    """(model, input_ids, attention_mask, prompt_lengths): a one-layer GPT-2 with a score head and one
+    prompt + reply of two tokens each."""
+    import torch
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0, num_labels=1
+    )
+    model = GPT2ForSequenceClassification(config).eval()
     return model, torch.tensor([[3, 4, 5, 0]]), torch.ones(1, 4, dtype=torch.long), torch.tensor([2])
 
 
@@ -83,10 +97,13 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("reply_logps", "dpo", "§12.2", 10.0, _reply_batch),
     GradedFunction("reference_logps", "dpo", "§12.2", 5.0, _reply_batch),
     GradedFunction("dpo_loss", "dpo", "§12.3", 10.0, (TWO, TWO, TWO[::-1], TWO[::-1], 0.1)),
+    # Task 13, a reward model learned from preference pairs; points on top as well.
+    GradedFunction("get_reward", "reward_model", "§13.2", 10.0, _score_batch),
+    GradedFunction("reward_loss", "reward_model", "§13.3", 10.0, (TWO, TWO[::-1])),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
-# (task 10) and dpo.py (task 12) only for their own runs and tests
+# (task 10), dpo.py (task 12) and reward_model.py (task 13) only for their own runs and tests
 
 
 def answer_path(module: str) -> Path:
@@ -124,7 +141,7 @@ def probe_args(g: GradedFunction) -> tuple:
 
 class Impl:
     """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
-    ``impl.lecture``, ``impl.dpo``), and
+    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -160,6 +177,10 @@ class Impl:
     @property
     def dpo(self) -> ModuleType:
         return self.module("dpo")
+
+    @property
+    def reward_model(self) -> ModuleType:
+        return self.module("reward_model")
 
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
