@@ -22,6 +22,8 @@
     python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
     python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
+    python scripts/experiments.py overoptimization   # task 13: PPO against reward models of few / many pairs, beta 0 / > 0
+    python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
     python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
@@ -54,6 +56,9 @@ seconds; one torch thread unless OMP_NUM_THREADS says otherwise), with --extra r
 "final" is the mean of the last 10 % of held-out evaluations, "epochs to 0.5" the first evaluation
 at or above 0.5, "tied groups" the share of an epoch's prompts whose replies all got the same reward
 (their centered deltas are 0); the curves go to --out (runs/experiments/ by default).
+
+Task 13's experiments (a reward model trained first, then the policy against it) are written in
+``scripts/overoptimization.py``, whose docstring says what their columns mean.
 """
 
 from __future__ import annotations
@@ -75,6 +80,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's experiments)
+
 from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
 from rlhf_practice.lecture import (  # noqa: E402
@@ -91,6 +98,8 @@ from rlhf_practice.sampling import Sampler  # noqa: E402
 from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
+
+REWARD_MODEL = ("overoptimization", "rm_vs_dpo")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
@@ -639,7 +648,7 @@ def print_table(name: str, seeds: list[int], columns: list[str], rows: list[list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE]))
+    parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE, *REWARD_MODEL]))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--impl", default=os.environ.get("RLHF_IMPL", "student"), help="the scripts' --impl")
     parser.add_argument(
@@ -650,6 +659,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.experiment in LECTURE:
         run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
+        return
+    if args.experiment in REWARD_MODEL:
+        if args.experiment == "overoptimization":
+            columns, table = overoptimization.overoptimization(args.seeds, args.impl, args.extra, args.out)
+        else:
+            columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra)
+        counts = {"over-optimized"}  # a count of seeds, not a median
+        rows = [
+            [label, *(f"{sum(v):.0f} of {len(v)}" if c in counts else _cell(v) for c, v in zip(columns, values))]
+            for label, values in table
+        ]
+        print_table(args.experiment, args.seeds, columns, rows)
         return
 
     runs_spec, columns = EXPERIMENTS[args.experiment]
