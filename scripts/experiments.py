@@ -79,6 +79,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # overoptimization.py beside this file, however this file is run
 
 import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's experiments)
 

@@ -337,7 +337,7 @@ def test_every_experiment_the_docs_name_exists() -> None:
     spec = runpy.run_path(str(ROOT / "scripts/experiments.py"), run_name="experiments")
     named = {n for doc in DOCS for n in re.findall(r"scripts/experiments\.py (\w+)", (ROOT / doc).read_text("utf-8"))}
     assert named, "the docs name no experiment"
-    known = {*spec["EXPERIMENTS"], *spec["LECTURE"]}
+    known = {*spec["EXPERIMENTS"], *spec["LECTURE"], *spec["REWARD_MODEL"]}
     assert named <= known, sorted(named - known)
 
 
