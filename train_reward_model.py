@@ -153,8 +153,16 @@ def evaluate(
     chosen, rejected = torch.cat(chosen), torch.cat(rejected)
     loss, accuracy = rm.reward_loss(chosen, rejected, None, config.center_rewards_coefficient or None)
     scores = score_rows(rm, model, fresh)
-    metrics = {f"eval_{k}": v for k, v in pair_stats(chosen, rejected).items()}
-    metrics.update(eval_loss=loss, eval_accuracy=accuracy, eval_gold_correlation=pearson(scores, gold))
+    stats = pair_stats(chosen, rejected)
+    metrics = {
+        "eval_loss": loss,
+        "eval_accuracy": accuracy,
+        "eval_margin": stats["margin"],
+        "eval_mean_reward": stats["mean_reward"],
+        "eval_min_reward": stats["min_reward"],
+        "eval_max_reward": stats["max_reward"],
+        "eval_gold_correlation": pearson(scores, gold),
+    }
     return metrics, scores
 
 

@@ -586,7 +586,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     """
     config.validate()
     impl = load_impl(config.impl)
-    impl.check_implemented(config.algorithm)
+    impl.check_implemented("reward_model" if config.algorithm == "rm" else config.algorithm)  # its student file
     if config.level == "token":
         impl.check_implemented("token_level")
     accelerator, device = start_accelerator(config)
