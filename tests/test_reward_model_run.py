@@ -160,3 +160,31 @@ def test_gpt2_preset_path_on_a_local_copy(tmp_path: Path, capsys, working_rm_imp
     assert json.loads((run / "config.json").read_text())["preset"] == "gpt2"
     model = AutoModelForSequenceClassification.from_pretrained(run / "reward_model")
     assert model.config.num_labels == 1 and model.config.n_layer == 4
+
+
+@pytest.mark.timeout(60)
+def test_help_lists_the_reward_model_settings(capsys) -> None:
+    import runpy
+    import sys
+
+    old_argv, sys.argv = sys.argv, ["train_reward_model.py", "--help"]
+    try:
+        with pytest.raises(SystemExit):
+            runpy.run_path(str(ROOT / "train_reward_model.py"), run_name="__main__")
+    finally:
+        sys.argv = old_argv
+    out = capsys.readouterr().out
+    flags = ["--num_pairs", "--label_noise", "--heldout_pairs", "--pairs_file", "--pair_prompts", "--pair_samples"]
+    flags += ["--pair_mode", "--pairs_dir", "--center_rewards_coefficient", "--normalization_samples", "--num_steps"]
+    missing = [f for f in flags if f not in out]
+    assert not missing, f"--help lacks {missing}"
+
+
+@pytest.mark.timeout(90)
+def test_sort_task_starts_from_the_warmed_up_policy(tmp_path: Path, capsys, working_rm_impl: str) -> None:
+    args = ["--task", "sort", "--warmup_steps", "2", "--pair_samples", "8", "--heldout_pairs", "4"]
+    code, run = _rm(tmp_path, working_rm_impl, *args)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (run / "warmup.csv").is_file() and list((tmp_path / "pairs").glob("sort-*.jsonl"))
+    assert json.loads((run / "reward_model" / "reward_model.json").read_text())["task"] == "sort"
