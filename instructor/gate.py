@@ -45,7 +45,7 @@ from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
 GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
 JUDGE_SEED = 12345  # the judge's prompts and sampling: never a training seed
 JUDGE_PROMPTS = 128  # replies the judge samples and scores per policy (two batches of 64)
-SCRIPTS = ("train_ppo.py", "train_grpo.py", "train_dpo.py")  # what a gate child runs, copied into its tree
+SCRIPTS = ("train_ppo.py", "train_grpo.py", "train_dpo.py", "train_reward_model.py")  # what a gate child runs (copied)
 MAX_POLICY_MB = 64  # a saved file larger than this is not a tiny policy: the gate fails
 STATUSES = ("trained", "stub", "missing", "broken", "failed")  # what a gate child may report
 
@@ -66,6 +66,14 @@ class Gate:
     steps: int  # the step budget (the lecture: epochs)
     bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)
     points: float = 10.0
+    # What the judge measures: "sentiment" (the saved policy's mean reward), "lecture" (its held-out exact-sort
+    # accuracy) or "rm" (the saved reward model's accuracy on the judge's own preference pairs).
+    judged: str = "sentiment"
+
+    @property
+    def saved(self) -> str:
+        """The folder of the run that holds the weights the judge reads."""
+        return "reward_model" if self.judged == "rm" else "policy"
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -83,10 +91,15 @@ class Gate:
 PPO = ("compute_advantages", "ppo_clip_loss")
 TOKEN = ("masked_mean", "per_token_kl")
 LECTURE = ("sort_distance_reward", "compute_deltas", "compute_loss")  # the default run: distance reward, no KL
-# The functions each run really calls (train_ppo.py, train_grpo.py, train_dpo.py, rlhf_practice.lecture).
+# The functions each run really calls (train_ppo.py, train_grpo.py, train_dpo.py, rlhf_practice.lecture,
+# train_reward_model.py).
 # Bars from python -m instructor gate-bars (judged reward of the key, seeds 0-4, min - max; an untrained
 # policy: -0.01, the lecture's untrained model: 0.00): ppo 0.55-0.63, grpo 0.63-0.73, ppo_token 0.53-0.66,
-# grpo_token 0.70-0.83, lecture (held-out exact sort) 0.52-0.88, dpo 0.36-0.41.
+# grpo_token 0.70-0.83, lecture (held-out exact sort) 0.52-0.88, dpo 0.36-0.41. rm (the judge's pair accuracy;
+# an untrained score head: about 0.5): the key 0.86-0.93; reward_loss with the sign flipped 0.07, get_reward
+# read at the prompt's last token 0.49, at position -1 (padding) 0.79 (fails only by 0.01: the last pad
+# position has read the whole sequence too, it is the cases that catch it); the stub fails at start-up.
+RM_STEPS, RM_BAR = 60, 0.8  # gate/rm: judged pair accuracy (see above)
 GATES: tuple[Gate, ...] = (
     Gate("ppo", ("train_ppo.py",), PPO, ("ppo",), steps=12, bar=0.3),
     Gate("grpo", ("train_grpo.py",), ("compute_group_advantages", "grpo_loss"), ("grpo",), steps=30, bar=0.3),
@@ -108,6 +121,15 @@ GATES: tuple[Gate, ...] = (
     ),
     Gate("lecture", ("-m", "rlhf_practice.lecture"), LECTURE, ("lecture",), steps=150, bar=0.25),
     Gate("dpo", ("train_dpo.py",), ("reply_logps", "reference_logps", "dpo_loss"), ("dpo",), steps=20, bar=0.2),
+    Gate(
+        "rm",
+        ("train_reward_model.py", "--pair_prompts", "512", "--normalization_samples", "64", "--eval_every", "1000"),
+        ("get_reward", "reward_loss"),
+        ("reward_model",),
+        steps=RM_STEPS,
+        bar=RM_BAR,
+        judged="rm",
+    ),
 )
 GATE_NAMES = tuple(g.name for g in GATES)
 
@@ -231,8 +253,8 @@ def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits: Limits, isolate: b
             ok = _copy_weights(out / "model.pt", dst / "model.pt")
             path, kind = dst / "model.pt", "lecture"
         else:
-            ok = all(_copy_weights(out / "policy" / f, dst / f) for f in ("config.json", "model.safetensors"))
-            path, kind = dst, "sentiment"
+            ok = all(_copy_weights(out / gate.saved / f, dst / f) for f in ("config.json", "model.safetensors"))
+            path, kind = dst, gate.judged
         if ok:
             job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}
             inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED)})

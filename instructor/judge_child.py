@@ -7,7 +7,7 @@ copy in TREE: a fresh package copy with no student file in its ``rl/``, the trai
 assets. JOBS lists the saved policies (weights only: safetensors, or the lecture's tensor-only state
 dict); SCORES gets {gate name: the measured number, or the error's text}: the mean sentiment reward of
 the tiny preset's replies to fixed prompts sampled with a fixed seed (the lecture: the held-out exact-sort
-accuracy). It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice`` only
+accuracy; a reward model: its accuracy on the judge's own preference pairs). It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice`` only
 from TREE.
 """
 
@@ -24,7 +24,8 @@ def main(argv: list[str]) -> None:
     scores = {}
     for job in jobs:
         try:
-            scores[job["name"]] = _lecture(job) if job["kind"] == "lecture" else _sentiment(job)
+            judge = {"lecture": _lecture, "rm": _reward_model}.get(job["kind"], _sentiment)
+            scores[job["name"]] = judge(job)
         except BaseException as err:
             scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
     torch.save(scores, scores_path)
@@ -67,6 +68,57 @@ def _sentiment(job: dict) -> float:
         generation = sampler.sample(batch["input_ids"], batch["attention_mask"])
         rewards.append(task.reward(batch["prompt_text"], generation.decode(tokenizer)))
     return float(torch.cat(rewards).mean())
+
+
+REPLIES_PER_PROMPT = 4  # the judge's pairs: as train_reward_model.py's defaults build them ("all" pairs of 4)
+
+
+def _reward_model(job: dict) -> float:
+    """The held-out pair accuracy of a saved reward model (GPT2ForSequenceClassification, one label, the
+    tiny preset's size): REPLIES_PER_PROMPT replies of the tiny starting policy to each of job["prompts"]
+    prompts, sampled with job["seed"] (never a training seed), ranked by the sentiment reward (ties
+    dropped), each reply scored at its last real token (by the attention mask; the key's get_reward,
+    written out here: this tree holds no rl/ file). The share of pairs whose chosen reply scores higher."""
+    import torch
+    from transformers import GPT2ForSequenceClassification
+
+    from rlhf_practice.config import RewardModelConfig, preset_config
+    from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+    from rlhf_practice.preferences import PairData, rank_pairs
+    from rlhf_practice.sampling import Sampler
+    from rlhf_practice.tasks import build_task
+    from rlhf_practice.training import seed_everything
+
+    config = preset_config(RewardModelConfig, "tiny")
+    task = build_task(config)
+    tokenizer = load_tokenizer("tiny")
+    model = GPT2ForSequenceClassification.from_pretrained(job["path"]).eval()
+    if model.config.num_labels != 1 or sum(p.numel() for p in model.parameters()) > 2_000_000:
+        raise ValueError("not a one-label reward model of the tiny preset's size")
+    policy = PolicyValueModel.from_pretrained("tiny", "cpu")
+    sampler = Sampler.from_config(policy, tokenizer, config)
+    seed_everything(job["seed"])
+    batches = task.prompt_batches(tokenizer, 32, job["seed"])
+    k, pairs = REPLIES_PER_PROMPT, []
+    with torch.no_grad():
+        for _ in range(job["prompts"] // 32):
+            batch = next(batches)
+            prompts = [p for p in batch["prompt_text"] for _ in range(k)]
+            ids, mask = (batch[key].repeat_interleave(k, dim=0) for key in ("input_ids", "attention_mask"))
+            generation = sampler.sample(ids, mask)
+            replies = generation.decode(tokenizer)
+            rewards = task.reward(prompts, replies).tolist()
+            ended = ((generation.response_ids == tokenizer.eos_token_id) & (generation.response_mask > 0)).any(dim=1)
+            for i in range(0, len(prompts), k):
+                pairs += rank_pairs(
+                    prompts[i], replies[i : i + k], rewards[i : i + k], ended[i : i + k].tolist(), "all"
+                )
+        rows = PairData(pairs, tokenizer, policy.max_length, "judge").collate(list(range(len(pairs))))
+        hidden = model.transformer(input_ids=rows.input_ids, attention_mask=rows.attention_mask).last_hidden_state
+        last = rows.attention_mask.sum(dim=1) - 1
+        scores = model.score(hidden).squeeze(-1).float().gather(1, last[:, None]).squeeze(1)
+    chosen, rejected = scores.chunk(2)
+    return float((chosen > rejected).float().mean())
 
 
 if __name__ == "__main__":

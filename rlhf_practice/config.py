@@ -198,7 +198,7 @@ def _folder_name(name: str) -> bool:
 class TrainConfig(Settings):
     """Settings shared by PPO, GRPO and DPO."""
 
-    algorithm: ClassVar[str] = ""  # "ppo", "grpo" or "dpo": which script these settings are for
+    algorithm: ClassVar[str] = ""  # "ppo", "grpo", "dpo" or "rm": which script these settings are for
 
     preset: str = setting("auto", one_of("auto", *PRESET_NAMES))
     """"tiny", "gpt2", or "auto" (gpt2 when CUDA is available, else tiny). Sets the defaults of every other field."""
@@ -470,6 +470,47 @@ class DPOConfig(TrainConfig):
         ]
 
 
+@dataclass
+class RewardModelConfig(TrainConfig):
+    """Settings of ``train_reward_model.py`` (task 13: a reward model learned from preference pairs ranked by the task's reward, the Bradley-Terry loss)."""
+
+    algorithm: ClassVar[str] = "rm"
+
+    num_pairs: int = setting(0, NOT_NEGATIVE)
+    """Training pairs used, taken from the built (or given) pairs after the held-out ones are set aside; 0 = all of them."""
+    label_noise: float = setting(0.0, within("[0, 0.5)", "0.5 would be coin flips"))
+    """Fraction of the training pairs whose chosen and rejected are swapped (drawn with the seed), as human raters disagree; the held-out pairs keep the task's label."""
+    heldout_pairs: int = setting(256, POSITIVE)
+    """Pairs set aside to measure eval_accuracy: whole prompts are held out (no prompt is in both sets) until at least this many pairs are."""
+    center_rewards_coefficient: float = setting(0.0, at_least(0, "0 = off; TRL's docs suggest 0.01"))
+    """TRL's center_rewards_coefficient: adds this times the mean squared score to the loss, which sees only score differences (0 = off)."""
+    pairs_file: str = setting(
+        "",
+        Bound(
+            rule=_pairs_file_name,
+            text='"" or a .jsonl, .json or .csv file',
+            hint="must be a .jsonl, .json or .csv file (or empty: build pairs from the task's reward)",
+        ),
+    )
+    """Your own preference pairs: a .jsonl, .json or .csv file with the string columns prompt, chosen and rejected (TRL's format). Empty: pairs built from the task's reward."""
+    pair_prompts: int = setting(2048, POSITIVE)
+    """Building pairs: training prompts to sample replies for (never the held-out prompts of sort and add)."""
+    pair_samples: int = setting(4, at_least(2, "two replies are the fewest that can be compared"))
+    """Building pairs: replies sampled from the starting policy per prompt, scored by the task's reward and ranked."""
+    pair_mode: str = setting("all", one_of("all", "best_worst"))
+    """Building pairs: "all" (every two replies of a prompt whose rewards differ, the higher one chosen) or "best_worst" (one pair per prompt: its best against its worst reply). Ties are dropped."""
+    pairs_dir: str = "pairs"
+    """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
+    normalization_samples: int = setting(256, at_least(2, "a standard deviation needs two scores"))
+    """Fresh replies sampled from the starting policy (new prompts) to measure eval_gold_correlation and the score mean/std saved in reward_model.json."""
+
+    def relations(self) -> list[Relation]:
+        return [
+            *super().relations(),
+            (self.lora_r == 0, "lora_r", self.lora_r, "train_reward_model.py trains the whole model; use 0"),
+        ]
+
+
 # The class for each script (algorithm) and --level.
 CONFIGS: dict[tuple[str, str], type[TrainConfig]] = {
     ("ppo", "sequence"): PPOConfig,
@@ -477,6 +518,7 @@ CONFIGS: dict[tuple[str, str], type[TrainConfig]] = {
     ("grpo", "sequence"): GRPOConfig,
     ("grpo", "token"): TokenGRPOConfig,
     ("dpo", "sequence"): DPOConfig,
+    ("rm", "sequence"): RewardModelConfig,
 }
 
 
@@ -514,11 +556,13 @@ _TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "common": {"model": ModelConfig(model_name="tiny"), "max_new_tokens": 5, "warmup_steps": 15},
         "grpo": {"train_batch_size": 32, "grpo_group_size": 8, "learning_rate": 5e-4, "num_steps": 150},
         "dpo": {"learning_rate": 5e-4, "num_steps": 200, "pair_mode": "best_worst"},
+        "rm": {"pair_mode": "best_worst"},
     },
     "add": {
         "common": {"model": ModelConfig(model_name="tiny"), "max_new_tokens": 6, "warmup_steps": 0},
         "grpo": {"train_batch_size": 16, "grpo_group_size": 8, "learning_rate": 3e-4, "num_steps": 250},
         "dpo": {"learning_rate": 5e-4, "num_steps": 200, "pair_mode": "best_worst"},
+        "rm": {"pair_mode": "best_worst"},
     },
 }
 
@@ -534,6 +578,7 @@ _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "ppo": {"train_batch_size": 64, "learning_rate": 1e-4, "num_steps": 80, "ppo_epochs": 4},
         "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 2e-4, "num_steps": 80},
         "dpo": {"train_batch_size": 64, "learning_rate": 1e-4, "beta": 0.5, "num_steps": 120, "eval_every": 5},
+        "rm": {"train_batch_size": 32, "learning_rate": 1e-3, "num_steps": 100, "eval_every": 20, "pair_prompts": 1024},
     },
     "gpt2": {
         "common": {
@@ -545,6 +590,7 @@ _PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "ppo": {"train_batch_size": 64, "learning_rate": 1.4e-5, "num_steps": 200, "ppo_epochs": 4},
         "grpo": {"train_batch_size": 16, "grpo_group_size": 4, "learning_rate": 1.4e-5, "num_steps": 200},
         "dpo": {"train_batch_size": 16, "learning_rate": 1e-6, "num_steps": 200, "eval_every": 10},
+        "rm": {"train_batch_size": 16, "learning_rate": 1e-5, "num_steps": 300, "eval_every": 50},
     },
 }
 
@@ -599,7 +645,7 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
         raise ConfigError(f"level={known.level!r} {LEVEL.problem()}.")
     if (cls.algorithm, known.level) not in CONFIGS:
         raise ConfigError(
-            f"level={known.level!r}: train_{cls.algorithm}.py has only --level sequence (one log-prob per reply); drop --level."
+            f"level={known.level!r}: {script_name(cls)} has only --level sequence (one score per reply); drop --level."
         )
     cls = CONFIGS[cls.algorithm, known.level]
     other = _other_level(cls) or cls
@@ -620,6 +666,11 @@ def parse_config(cls: type[TrainConfig], args: list[str] | None = None) -> Train
     if not any(a in ("-h", "--help") for a in args):
         print(note, file=sys.stderr)
     return config
+
+
+def script_name(cls: type[TrainConfig]) -> str:
+    """The training script of ``cls``: train_<algorithm>.py (train_reward_model.py for "rm")."""
+    return "train_reward_model.py" if cls.algorithm == "rm" else f"train_{cls.algorithm}.py"
 
 
 def _other_level(cls: type[TrainConfig]) -> type[TrainConfig] | None:
@@ -645,7 +696,7 @@ def _description(cls: type[TrainConfig]) -> str:
 
 
 def flag_table() -> str:
-    """Every flag of ``train_ppo.py``, ``train_grpo.py`` and ``train_dpo.py`` as a Markdown table, made from the fields.
+    """Every flag of ``train_ppo.py``, ``train_grpo.py``, ``train_dpo.py`` and ``train_reward_model.py`` as a Markdown table, made from the fields.
 
     Columns: the flag, its default in each script ("tiny / gpt2" where the presets differ, "-" where
     the script has no such flag), its bound and its help. README.md holds this table.
@@ -655,9 +706,11 @@ def flag_table() -> str:
         for name, help_, bound, default in _flag_rows(preset_config(cls, "tiny"), preset_config(cls, "gpt2")):
             row = rows.setdefault((name, help_), {"bound": bound.shown() if bound else ""})
             row.setdefault(algorithm, _SHOWN_DEFAULTS.get(name, default))
-    lines = ["| flag | train_ppo.py | train_grpo.py | train_dpo.py | bound | help |", "|---|---|---|---|---|---|"]
+    scripts = ("ppo", "grpo", "dpo", "rm")
+    header = " | ".join(script_name(CONFIGS[a, "sequence"]) for a in scripts)
+    lines = [f"| flag | {header} | bound | help |", "|---|---|---|---|---|---|---|"]
     for (name, help_), row in rows.items():
-        cells = [f"`--{name}`", row.get("ppo", "-"), row.get("grpo", "-"), row.get("dpo", "-"), row["bound"], help_]
+        cells = [f"`--{name}`", *(row.get(a, "-") for a in scripts), row["bound"], help_]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 

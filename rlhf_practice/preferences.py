@@ -1,5 +1,7 @@
-"""Preference pairs for DPO (``train_dpo.py``, task 12): built from the task's reward, cached, or read
-from a file of your own; then tokenized into the batches that ``reply_logps`` reads.
+"""Preference pairs for DPO (``train_dpo.py``, task 12) and the reward model (``train_reward_model.py``,
+task 13): built from the task's reward, cached, or read from a file of your own; then tokenized into
+the batches that ``reply_logps`` and ``get_reward`` read. Both scripts build the same pool of pairs
+from the same settings (one cache file); the reward model then splits it (:func:`split_pairs`).
 
 A pair is a prompt and two replies to it, ``chosen`` (preferred) and ``rejected``.
 
@@ -36,6 +38,7 @@ import json
 import shlex
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,12 +46,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig
+from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig, RewardModelConfig
 from rlhf_practice.errors import DataError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from rlhf_practice.modeling import Generation
     from rlhf_practice.training import TrainingRun
 
 COLUMNS = ("prompt", "chosen", "rejected")
@@ -59,10 +63,17 @@ BUILD_PROMPTS_PER_CALL = 64
 """Prompts per sampling call while building (each repeated ``pair_samples`` times)."""
 
 
-def pair_settings(config: DPOConfig) -> dict:
+PairsConfig = DPOConfig | RewardModelConfig
+"""The settings of a script that builds pairs: the fields :func:`pair_settings` reads are in both."""
+
+
+def pair_settings(config: PairsConfig) -> dict:
     """Every setting the built pairs depend on: the task and its prompts, the starting policy (for
     sort and add: the seed that draws its weights and the warm-up), the reward, the sampling, the
-    seed and the pair settings. Device and decoding path change only float rounding and are left out."""
+    seed and the pair settings. Device and decoding path change only float rounding and are left out.
+    What the reward model does with the pool afterwards (``heldout_pairs``, ``num_pairs``,
+    ``label_noise``: :func:`split_pairs`) is not here: train_dpo.py and train_reward_model.py with the
+    same settings share one file, so both can learn from the same pairs."""
     settings = {
         "task": config.task,
         "model": config.model.model_name,
@@ -124,7 +135,7 @@ def build_pairs(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
 
 
 def _sample_and_rank(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
-    config: DPOConfig = run.config
+    config: PairsConfig = run.config
     k = config.pair_samples
     prompt_batches = run.task.prompt_batches(run.tokenizer, BUILD_PROMPTS_PER_CALL, seed)
     pairs, ties, done = [], 0, 0
@@ -151,7 +162,7 @@ def cached_pairs(run: TrainingRun) -> tuple[list[dict], Path]:
     with the same settings, else built (from the starting policy), written there and returned.
     Prints where they are (train_dpo.py then prints how long it took, the seconds summary.json's
     ``pairs_s`` records)."""
-    config: DPOConfig = run.config
+    config: PairsConfig = run.config
     settings = pair_settings(config)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(config.pairs_dir) / f"{config.task}-{key}.jsonl"
@@ -259,7 +270,7 @@ def _as_bool(value: object) -> bool:
     return value.strip().lower() in ("true", "1", "yes") if isinstance(value, str) else bool(value)
 
 
-def load_pairs(config: DPOConfig) -> tuple[list[dict], Path]:
+def load_pairs(config: PairsConfig) -> tuple[list[dict], Path]:
     """The pairs of ``config.pairs_file`` (see the module docstring)."""
     path = Path(config.pairs_file).expanduser()
     pairs = read_pairs(path, "pairs_file")
@@ -338,3 +349,74 @@ class PairData:
                 order += torch.randperm(len(self.rows), generator=generator).tolist()
             yield self.collate(order[process_index * share : (process_index + 1) * share])
             order = order[batch_size:]
+
+
+def split_pairs(
+    pairs: list[dict], heldout_pairs: int, num_pairs: int, label_noise: float, seed: int
+) -> tuple[list[dict], list[dict]]:
+    """The reward model's (training pairs, held-out pairs) from a pool of pairs, all drawn with ``seed``.
+
+    Held out by prompt: prompts in a random order are set aside, whole, until they hold at least
+    ``heldout_pairs`` pairs, so that no prompt is in both sets (a model that has seen a prompt's other
+    pairs would be measured on what it memorised). Of the rest, ``num_pairs`` drawn at random are the
+    training pairs (0: all of them, in the pool's order). Then ``round(label_noise * len(train))``
+    training pairs, drawn at random, have chosen and rejected (and their rewards and ``*_ended``)
+    swapped, as a human rater who disagrees would have labelled them; every training pair gets a
+    ``label_flipped`` column. The held-out pairs keep the task's label (the gold one)."""
+    generator = torch.Generator().manual_seed(seed)
+    count = Counter(p["prompt"] for p in pairs)
+    prompts = list(count)  # in the order of first appearance
+    held: set[str] = set()
+    held_count = 0
+    for i in torch.randperm(len(prompts), generator=generator).tolist():
+        if held_count >= heldout_pairs:
+            break
+        held.add(prompts[i])
+        held_count += count[prompts[i]]
+    train = [p for p in pairs if p["prompt"] not in held]
+    heldout = [p for p in pairs if p["prompt"] in held]
+    if not train:
+        raise DataError(
+            f"heldout_pairs={heldout_pairs}: holding out that many pairs leaves none of the {len(pairs)} to train on; "
+            "lower heldout_pairs or raise pair_prompts."
+        )
+    if num_pairs:
+        if num_pairs > len(train):
+            raise DataError(
+                f"num_pairs={num_pairs}: only {len(train)} training pairs are left after {len(heldout)} held-out ones; "
+                "lower num_pairs (0 = all) or raise pair_prompts."
+            )
+        chosen = sorted(torch.randperm(len(train), generator=generator)[:num_pairs].tolist())
+        train = [train[i] for i in chosen]
+    flipped = set(torch.randperm(len(train), generator=generator)[: round(label_noise * len(train))].tolist())
+    return [flip_label(p) if i in flipped else {**p, "label_flipped": False} for i, p in enumerate(train)], heldout
+
+
+def flip_label(pair: dict) -> dict:
+    """``pair`` with chosen and rejected swapped (and their ``*_reward``, ``*_ended``), marked ``label_flipped``."""
+    out = {**pair, "label_flipped": True}
+    for key in ("", "_reward", "_ended"):
+        if f"chosen{key}" in pair or f"rejected{key}" in pair:
+            out[f"chosen{key}"], out[f"rejected{key}"] = pair.get(f"rejected{key}"), pair.get(f"chosen{key}")
+    return out
+
+
+def flush_left(generation: Generation, pad_id: int) -> PairBatch:
+    """Sampled sequences (prompt left-padded, reply right-padded) as rows laid out like a
+    :class:`PairBatch`'s: flush left (the prompt's real tokens, the reply's real tokens, end-of-text
+    included where the reply ended), then ``pad_id`` on the right. Rows in the generation's order."""
+    width = generation.prompt_length
+    prompt_mask = generation.attention_mask[:, :width].bool()
+    rows, prompt_lengths = [], []
+    for i in range(len(generation.sequences)):
+        prompt = generation.sequences[i, :width][prompt_mask[i]]
+        reply = generation.sequences[i, width:][generation.response_mask[i].bool()]
+        rows.append(torch.cat([prompt, reply]))
+        prompt_lengths.append(len(prompt))
+    longest = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), longest), pad_id, dtype=torch.long, device=generation.sequences.device)
+    attention_mask = torch.zeros_like(input_ids)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row)] = row
+        attention_mask[i, : len(row)] = 1
+    return PairBatch(input_ids, attention_mask, torch.tensor(prompt_lengths, device=input_ids.device))

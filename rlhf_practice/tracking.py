@@ -79,6 +79,7 @@ BAR = {
     },
     "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean", "kl_ref": "kl/ref"},
     "dpo": {"reward": "reward/mean", "loss": "loss/policy", "acc": "rewards/accuracies", "kl_ref": "kl/ref"},
+    "rm": {"loss": "loss", "acc": "accuracy", "eval_acc": "eval_accuracy", "gold_r": "eval_gold_correlation"},
 }
 
 

@@ -346,7 +346,7 @@ class TrainingRun:
                 extra["decode_capture_s"] = round(self.sampler.capture_seconds, 3)
 
             def save_to(folder: Path) -> None:
-                if outcome != "failed":
+                if outcome != "failed" and self.config.algorithm != "rm":  # train_reward_model.py saves its own model
                     extra["policy_dir"] = str(self._save_policy(folder))
                 self.logger.write_summary(outcome, folder, **extra)
 
@@ -586,7 +586,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
     """
     config.validate()
     impl = load_impl(config.impl)
-    impl.check_implemented(config.algorithm)
+    impl.check_implemented("reward_model" if config.algorithm == "rm" else config.algorithm)  # its student file
     if config.level == "token":
         impl.check_implemented("token_level")
     accelerator, device = start_accelerator(config)

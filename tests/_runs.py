@@ -18,19 +18,23 @@ SIZES = {
     "ppo": ["--train_batch_size", "8", "--ppo_epochs", "2"],
     "grpo": ["--train_batch_size", "4"],
     "dpo": ["--train_batch_size", "4", "--pair_prompts", "16"],
+    "rm": ["--train_batch_size", "4", "--pair_prompts", "24", "--heldout_pairs", "6", "--normalization_samples", "8"],
 }
+SCRIPT = {"ppo": "train_ppo.py", "grpo": "train_grpo.py", "dpo": "train_dpo.py", "rm": "train_reward_model.py"}
 
 
 def run_script(algorithm: str, run_dir: Path, *args: str, name: str = "run") -> tuple[int, str, Path]:
-    """Run train_<algorithm>.py in this process; returns (exit code, stderr, run folder)."""
-    argv = [f"train_{algorithm}.py", *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
-    if algorithm == "dpo" and "--pairs_dir" not in args:  # pairs built under run_dir, never in the repository's pairs/
+    """Run the script of ``algorithm`` (:data:`SCRIPT`) in this process; returns (exit code, stderr, run folder)."""
+    argv = [SCRIPT[algorithm], *SMALL, *SIZES[algorithm], "--run_dir", str(run_dir), "--run_name", name, *args]
+    if (
+        algorithm in ("dpo", "rm") and "--pairs_dir" not in args
+    ):  # pairs built under run_dir, never in the repository's pairs/
         argv += ["--pairs_dir", str(run_dir / "pairs")]
     old_argv = sys.argv
     sys.argv = argv
     code = 0
     try:
-        runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
+        runpy.run_path(str(ROOT / SCRIPT[algorithm]), run_name="__main__")
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     finally:

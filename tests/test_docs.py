@@ -176,7 +176,15 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
 
 
 # What a run folder holds (written by rlhf_practice/tracking.py and training.py).
-RUN_FOLDER_FILES = {"metrics.csv", "timing.csv", "samples.jsonl", "config.json", "summary.json", "policy/"}
+RUN_FOLDER_FILES = {
+    "metrics.csv",
+    "timing.csv",
+    "samples.jsonl",
+    "config.json",
+    "summary.json",
+    "policy/",
+    "reward_model/",
+}
 
 
 def _inline_spans(doc: str) -> list[str]:
@@ -191,6 +199,7 @@ def _logged_tags() -> set[str]:
         ROOT / "train_ppo.py",
         ROOT / "train_grpo.py",
         ROOT / "train_dpo.py",
+        ROOT / "train_reward_model.py",
         PACKAGE_DIR / "rl/ppo.py",
         PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
@@ -228,6 +237,7 @@ def test_inline_names_exist(doc: str) -> None:
                 span not in _help("train_ppo.py")
                 and span not in _help("train_grpo.py")
                 and span not in _help("train_dpo.py")
+                and span not in _help("train_reward_model.py")
                 and span not in _help("rlhf_practice.lecture")
                 and span
                 not in (

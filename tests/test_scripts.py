@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _runs import ROOT, _impl_folder, _metrics, run_script
+from _runs import ROOT, SCRIPT, _impl_folder, _metrics, run_script
 
 from rlhf_practice import compare
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
@@ -161,9 +161,10 @@ def test_unfinished_stub_is_one_friendly_line(tmp_path: Path, capsys) -> None:
 
 FIRST_CHECKED = {"ppo": ("ppo.py", "compute_advantages"), "grpo": ("grpo.py", "compute_group_advantages")}
 FIRST_CHECKED["dpo"] = ("dpo.py", "reply_logps")
+FIRST_CHECKED["rm"] = ("reward_model.py", "get_reward")
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "dpo"])
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "dpo", "rm"])
 def test_the_preset_line_comes_first_even_before_any_function_is_written(
     algorithm: str, tmp_path: Path, capsys
 ) -> None:
@@ -175,11 +176,11 @@ def test_the_preset_line_comes_first_even_before_any_function_is_written(
     file, function = FIRST_CHECKED[algorithm]
     stub = f'def {function}(*args, **kwargs):\n    raise NotImplementedError("{function} is not implemented yet.")\n'
     (folder / file).write_text((folder / file).read_text() + "\n" + stub)
-    argv = [f"train_{algorithm}.py", "--impl", str(folder), "--run_dir", str(tmp_path / "runs")]
+    argv = [SCRIPT[algorithm], "--impl", str(folder), "--run_dir", str(tmp_path / "runs")]
     old_argv, sys.argv = sys.argv, argv
     try:
         with pytest.raises(SystemExit) as exit_:
-            runpy.run_path(str(ROOT / f"train_{algorithm}.py"), run_name="__main__")
+            runpy.run_path(str(ROOT / SCRIPT[algorithm]), run_name="__main__")
     finally:
         sys.argv = old_argv
     lines = capsys.readouterr().err.splitlines()

@@ -147,3 +147,25 @@ def test_the_judge_works_out_of_reach_of_the_gate_children(monkeypatch, tmp_path
     (gate, gate_tree), (judge, judge_tree) = children
     assert (gate, judge) == (GATE, JUDGE) and result.reward == 0.0
     assert not judge_tree.is_relative_to(gate_tree.parent), "the judge's tree is in a gate child's work folder"
+
+
+@pytest.mark.timeout(120)
+def test_the_rm_judge_measures_pair_accuracy_and_refuses_other_models(tmp_path: Path) -> None:
+    """gate/rm's judge reads a saved reward model (not the run's own held-out accuracy): an untrained
+    score head ranks the judge's pairs about as well as a coin, and a model of another head size is refused."""
+    import torch
+    from transformers import GPT2ForSequenceClassification
+
+    from instructor import judge_child
+    from rlhf_practice.modeling import TINY_MODEL_DIR
+
+    rm = next(g for g in GATES if g.name == "rm")
+    assert (rm.judged, rm.saved, rm.command[0]) == ("rm", "reward_model", "train_reward_model.py")
+    torch.manual_seed(0)
+    model = GPT2ForSequenceClassification.from_pretrained(TINY_MODEL_DIR, num_labels=1)
+    model.save_pretrained(tmp_path / "untrained")
+    job = {"name": "rm", "kind": "rm", "path": str(tmp_path / "untrained"), "seed": 12345, "prompts": 64}
+    assert 0.25 < judge_child._reward_model(job) < 0.75
+    GPT2ForSequenceClassification.from_pretrained(TINY_MODEL_DIR, num_labels=2).save_pretrained(tmp_path / "two")
+    with pytest.raises(ValueError, match="one-label"):
+        judge_child._reward_model({**job, "path": str(tmp_path / "two")})
