@@ -4,11 +4,13 @@
     python train_grpo.py --impl FOLDER       # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_grpo.py --level token       # GRPO-clip (task 9): ratio clipping, KL to a reference
     python train_grpo.py --task sort         # task 11: a small GPT learns to sort 4 digits (--task add: addition)
+    python train_grpo.py --reward_model DIR  # task 13: the reward of a learned model (the task's: reward/gold)
     python train_grpo.py --help              # every setting, with its default
 
 One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
 -> reward -> group advantages (each reply vs. its own group) -> update -> log.
-No value head is used: the group's mean reward is the baseline. The functions you write come from
+No value head is used: the group's mean reward is the baseline. Every step logs kl/ref, the KL from
+the starting policy. The functions you write come from
 ``run.impl`` (``--impl``): ``grpo`` is rlhf_practice/rl/grpo.py, ``rl`` rlhf_practice/rl/token_level.py.
 """
 
@@ -28,7 +30,7 @@ def main() -> None:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
-        reference = policy.reference_model() if config.level == "token" else None  # pi_ref, never updated
+        reference = policy.reference_model()  # pi_ref, never updated (sequence level: only kl/ref reads it)
         # No critic in GRPO (the group's mean is the baseline): training_run froze the value head.
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
         # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
@@ -42,7 +44,8 @@ def main() -> None:
             attention_mask = attention_mask.repeat_interleave(group_size, dim=0)
             prompts = [p for p in prompts for _ in range(group_size)]
 
-            # 2. Generate B*K replies (no gradient) and score them.
+            # 2. Generate B*K replies (no gradient) and score them (--reward_model: with the learned
+            #    model; the task's reward is then only logged, as reward/gold).
             generation = run.generate(input_ids, attention_mask)
             replies, rewards = run.score_replies(generation, prompts)  # rewards: (B*K,)
             # --task sort/add: the reward's parts, and greedy exact match on held-out prompts every
@@ -58,8 +61,10 @@ def main() -> None:
 
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
-            if reference is None:
+            if config.level == "sequence":
+                kl_ref = run.kl_to_reference(reference, generation)  # before the update: logged only
                 stats = grpo_step(grpo, model, optimizer, generation, advantages=advantages, config=config)
+                stats["kl/ref"] = kl_ref
             else:
                 stats = token_level_update(run, model, optimizer, reference, generation, advantages, config)
 
