@@ -20,7 +20,7 @@ import torch
 
 from rlhf_practice.config import GRPOConfig, TokenGRPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import check_finite, mean_metrics
+from rlhf_practice.tracking import check_finite, k3_per_reply, mean_metrics
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -62,9 +62,9 @@ def main() -> None:
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
             if config.level == "sequence":
-                kl_ref = run.kl_to_reference(reference, generation)  # before the update: logged only
-                stats = grpo_step(grpo, model, optimizer, generation, advantages=advantages, config=config)
-                stats["kl/ref"] = kl_ref
+                with torch.no_grad():  # for kl/ref only (logged, never in the loss)
+                    ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (B*K, T)
+                stats = grpo_step(grpo, model, optimizer, generation, advantages, config, ref_logprobs)
             else:
                 stats = token_level_update(run, model, optimizer, reference, generation, advantages, config)
 
@@ -104,18 +104,30 @@ def grpo_step(
     generation: Generation,
     advantages: torch.Tensor,
     config: GRPOConfig,
+    ref_logprobs: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """One GRPO update on N = B * K sampled replies: recompute log-probs, your ``grpo.grpo_loss``,
-    one optimizer step. ``model`` is the policy (or its DDP wrapper: see ``TrainingRun.prepare``)."""
-    new = model(generation)  # evaluate_sequences: log-probs (N,) with gradient
-    loss = grpo.grpo_loss(new.logprobs, advantages)
+    one optimizer step. ``model`` is the policy (or its DDP wrapper: see ``TrainingRun.prepare``).
+
+    The loss takes sequence-level log-probs: each reply's per-token log-probs summed over its tokens,
+    exactly as ``evaluate_sequences`` sums them. The per-token ones of this same forward pass (the
+    policy that sampled the replies: the update comes after it) also give ``kl/ref`` when
+    ``ref_logprobs`` (N, T), the reference's, are given: KL to the start, logged, not in the loss."""
+    new = model(generation, per_token=True)  # evaluate_tokens: per-token log-probs (N, T) with gradient
+    mask = generation.response_mask.to(new.logprobs.dtype)  # (N, T)
+    logprobs = (new.logprobs * mask).sum(dim=1)  # (N,): one log-prob per reply
+    loss = grpo.grpo_loss(logprobs, advantages)
     check_finite("loss/policy", loss)
 
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
-    return {"loss/policy": loss.detach(), "policy/entropy": new.entropy.detach()}
+    entropy = (new.entropy * mask).sum() / mask.sum().clamp(min=1)  # mean over reply tokens
+    stats = {"loss/policy": loss.detach(), "policy/entropy": entropy.detach()}
+    if ref_logprobs is not None:
+        stats["kl/ref"] = k3_per_reply(new.logprobs.detach(), ref_logprobs, generation.response_mask).mean()
+    return stats
 
 
 def grpo_clip_step(
