@@ -332,7 +332,7 @@ class PPOBase(TrainConfig):
     value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A reward model to train against (task 13): the folder train_reward_model.py wrote (runs/<run>/reward_model). The update then sees only its score, normalised by reward_model.json; the task's reward is logged beside as reward/gold. Empty: the task's reward."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
 
     def relations(self) -> list[Relation]:
         return [
@@ -386,7 +386,7 @@ class GRPOConfig(TrainConfig):
     grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A reward model to train against (task 13): the folder train_reward_model.py wrote (runs/<run>/reward_model). The update then sees only its score, normalised by reward_model.json; the task's reward is logged beside as reward/gold. Empty: the task's reward."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size
