@@ -4,11 +4,13 @@
     python train_grpo.py --impl FOLDER       # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_grpo.py --level token       # GRPO-clip (task 9): ratio clipping, KL to a reference
     python train_grpo.py --task sort         # task 11: a small GPT learns to sort 4 digits (--task add: addition)
+    python train_grpo.py --reward_model DIR  # task 13: the reward of a learned model (the task's: reward/gold)
     python train_grpo.py --help              # every setting, with its default
 
 One step: sample B prompts -> repeat each grpo_group_size (K) times -> generate B * K replies
 -> reward -> group advantages (each reply vs. its own group) -> update -> log.
-No value head is used: the group's mean reward is the baseline. The functions you write come from
+No value head is used: the group's mean reward is the baseline. Every step logs kl/ref, the KL from
+the starting policy. The functions you write come from
 ``run.impl`` (``--impl``): ``grpo`` is rlhf_practice/rl/grpo.py, ``rl`` rlhf_practice/rl/token_level.py.
 """
 
@@ -18,7 +20,7 @@ import torch
 
 from rlhf_practice.config import GRPOConfig, TokenGRPOConfig, parse_config
 from rlhf_practice.modeling import Generation, PolicyValueModel
-from rlhf_practice.tracking import check_finite, mean_metrics
+from rlhf_practice.tracking import check_finite, k3_per_reply, mean_metrics
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 
@@ -28,7 +30,7 @@ def main() -> None:
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
-        reference = policy.reference_model() if config.level == "token" else None  # pi_ref, never updated
+        reference = policy.reference_model()  # pi_ref, never updated (sequence level: only kl/ref reads it)
         # No critic in GRPO (the group's mean is the baseline): training_run froze the value head.
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
         # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
@@ -42,7 +44,8 @@ def main() -> None:
             attention_mask = attention_mask.repeat_interleave(group_size, dim=0)
             prompts = [p for p in prompts for _ in range(group_size)]
 
-            # 2. Generate B*K replies (no gradient) and score them.
+            # 2. Generate B*K replies (no gradient) and score them (--reward_model: with the learned
+            #    model; the task's reward is then only logged, as reward/gold).
             generation = run.generate(input_ids, attention_mask)
             replies, rewards = run.score_replies(generation, prompts)  # rewards: (B*K,)
             # --task sort/add: the reward's parts, and greedy exact match on held-out prompts every
@@ -58,8 +61,10 @@ def main() -> None:
 
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
-            if reference is None:
-                stats = grpo_step(grpo, model, optimizer, generation, advantages=advantages, config=config)
+            if config.level == "sequence":
+                with torch.no_grad():  # for kl/ref only (logged, never in the loss)
+                    ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (B*K, T)
+                stats = grpo_step(grpo, model, optimizer, generation, advantages, config, ref_logprobs)
             else:
                 stats = token_level_update(run, model, optimizer, reference, generation, advantages, config)
 
@@ -99,18 +104,30 @@ def grpo_step(
     generation: Generation,
     advantages: torch.Tensor,
     config: GRPOConfig,
+    ref_logprobs: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """One GRPO update on N = B * K sampled replies: recompute log-probs, your ``grpo.grpo_loss``,
-    one optimizer step. ``model`` is the policy (or its DDP wrapper: see ``TrainingRun.prepare``)."""
-    new = model(generation)  # evaluate_sequences: log-probs (N,) with gradient
-    loss = grpo.grpo_loss(new.logprobs, advantages)
+    one optimizer step. ``model`` is the policy (or its DDP wrapper: see ``TrainingRun.prepare``).
+
+    The loss takes sequence-level log-probs: each reply's per-token log-probs summed over its tokens,
+    exactly as ``evaluate_sequences`` sums them. The per-token ones of this same forward pass (the
+    policy that sampled the replies: the update comes after it) also give ``kl/ref`` when
+    ``ref_logprobs`` (N, T), the reference's, are given: KL to the start, logged, not in the loss."""
+    new = model(generation, per_token=True)  # evaluate_tokens: per-token log-probs (N, T) with gradient
+    mask = generation.response_mask.to(new.logprobs.dtype)  # (N, T)
+    logprobs = (new.logprobs * mask).sum(dim=1)  # (N,): one log-prob per reply
+    loss = grpo.grpo_loss(logprobs, advantages)
     check_finite("loss/policy", loss)
 
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
-    return {"loss/policy": loss.detach(), "policy/entropy": new.entropy.detach()}
+    entropy = (new.entropy * mask).sum() / mask.sum().clamp(min=1)  # mean over reply tokens
+    stats = {"loss/policy": loss.detach(), "policy/entropy": entropy.detach()}
+    if ref_logprobs is not None:
+        stats["kl/ref"] = k3_per_reply(new.logprobs.detach(), ref_logprobs, generation.response_mask).mean()
+    return stats
 
 
 def grpo_clip_step(

@@ -3,10 +3,12 @@
     python train_ppo.py                      # tiny preset on a CPU, GPT-2 + IMDB on a GPU
     python train_ppo.py --impl FOLDER        # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_ppo.py --level token        # token-level PPO (tasks 7-8): KL to a reference, GAE
+    python train_ppo.py --reward_model DIR   # task 13: the reward of a learned model (the task's: reward/gold)
     python train_ppo.py --help               # every setting, with its default
 
 One step (--level sequence, tasks 1-2): sample prompts -> generate replies -> reward -> old log-probs
-and values V(s) -> advantages A = R - V(s) -> ppo_epochs passes of ppo_step -> log.
+and values V(s) -> advantages A = R - V(s) -> ppo_epochs passes of ppo_step -> log. Every step of
+both levels logs kl/ref, the KL from the starting policy.
 The functions you write come from ``run.impl`` (``--impl``): ``ppo`` is rlhf_practice/rl/ppo.py,
 ``rl`` in the token-level loop is rlhf_practice/rl/token_level.py.
 """
@@ -32,6 +34,7 @@ def main() -> None:
 def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
     ppo = run.impl.ppo
     policy = run.policy
+    reference = policy.reference_model()  # the starting policy, never updated: only kl/ref reads it
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
     # Under torchrun / accelerate launch: the model wrapped in DDP (gradients averaged over the
     # processes); in one process the policy itself.
@@ -41,13 +44,15 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
         generation = run.generate(input_ids, attention_mask)  # sequences (B, P + T)
 
-        # 2. Score the replies with the task's reward (sentiment: the rule-based reward).
+        # 2. Score the replies with the task's reward (sentiment: the rule-based reward), or with
+        #    --reward_model the learned model's (the task's is then only logged, as reward/gold).
         replies, rewards = run.score_replies(generation, prompts)  # rewards: (B,)
         task_stats = run.task_metrics(step, prompts, replies)  # --task sort/add: see train_grpo.py; {} for sentiment
 
         # 3. Log-probs and values of the policy that sampled the replies: the "old" policy.
         with torch.no_grad():
             old = policy.evaluate_sequences(generation)  # logprobs (B,), values (B,)
+        kl_ref = run.kl_to_reference(reference, generation)  # KL from the start, at sampling time: logged only
 
         # 4. Advantages A = R - V(s) (your compute_advantages), normalized over the global batch;
         #    then this process's rows (all of them in one process).
@@ -76,6 +81,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
         metrics = {
             **mean_metrics(epoch_stats),
             **run.rollout_stats(rewards, advantages, generation),
+            "kl/ref": kl_ref,
             "value/mean": old.values.mean(),
             # how much of R does V(s) see?
             "value/explained_variance": explained_variance(run.gather(old.values), run.gather(rewards)),
@@ -100,7 +106,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
         input_ids, attention_mask, prompts = run.next_prompts()
         generation = run.generate(input_ids, attention_mask)
-        replies, scores = run.score_replies(generation, prompts)  # (B,)
+        replies, scores = run.score_replies(generation, prompts)  # (B,); --reward_model: the learned model's
         task_stats = run.task_metrics(step, prompts, replies)  # --task sort/add: see train_grpo.py; {} for sentiment
         mask = generation.response_mask  # (B, T): 1 on each reply's tokens up to its EOS
 

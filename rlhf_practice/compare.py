@@ -9,7 +9,7 @@ Each argument is a run folder (one with a ``metrics.csv``) or a folder of run fo
 draws against the step (``--x time``: against the seconds since the run started, ``time/elapsed_s``,
 since a step is different work in each algorithm), lightly smoothed (``--smooth``), one panel per
 quantity in :data:`PANELS` that at least one of the runs logged: ``reward/mean``, the verifiable
-tasks' ``accuracy/heldout``, ``reward/format`` and ``reward/answer``, ``kl/ref`` (token level and DPO:
+tasks' ``accuracy/heldout``, ``reward/format`` and ``reward/answer``, ``kl/ref`` (every run:
 KL to the frozen reference, nats per reply), DPO's ``rewards/margins``, ``rewards/accuracies`` and
 ``logps/chosen`` with ``logps/rejected`` (dashed) on its training pairs, ``policy/entropy`` (nats per
 reply token), ``value/explained_variance``
@@ -61,7 +61,7 @@ PANELS = [
     Panel("accuracy/heldout", "accuracy/heldout (sort, add): greedy exact match on held-out prompts"),
     Panel("reward/format", "reward/format (add): share of the answer tags in place"),
     Panel("reward/answer", "reward/answer (add): share of replies with the right sum"),
-    Panel("kl/ref", "kl/ref: KL to the reference, nats per reply (token level, DPO)"),
+    Panel("kl/ref", "kl/ref: KL to the reference, nats per reply"),
     Panel("rewards/margins", "rewards/margins (DPO): chosen minus rejected reward, training pairs"),
     Panel("rewards/accuracies", "rewards/accuracies (DPO): share of training pairs ranked right"),
     Panel("logps/chosen", "logps/chosen, logps/rejected dashed (DPO): nats per reply", dashed="logps/rejected"),

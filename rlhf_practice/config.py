@@ -308,6 +308,15 @@ class TrainConfig(Settings):
         ]
 
 
+# train_ppo.py's and train_grpo.py's --reward_model (not train_dpo.py's: DPO needs no reward); the folder
+# itself is checked when the run starts (rlhf_practice/learned_reward.py), before anything slow is loaded.
+_REWARD_MODEL = Bound(
+    rule=lambda v: v == "" or v.strip() != "",
+    text='"" or a folder',
+    hint="is blank; give the folder train_reward_model.py wrote (runs/<run>/reward_model), or drop the flag",
+)
+
+
 @dataclass
 class PPOBase(TrainConfig):
     """Settings of ``train_ppo.py`` at both levels."""
@@ -322,6 +331,8 @@ class PPOBase(TrainConfig):
     """Split each batch into this many minibatches per pass (raise it when memory runs out)."""
     value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
+    reward_model: str = setting("", _REWARD_MODEL)
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
 
     def relations(self) -> list[Relation]:
         return [
@@ -374,6 +385,8 @@ class GRPOConfig(TrainConfig):
 
     grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
+    reward_model: str = setting("", _REWARD_MODEL)
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size

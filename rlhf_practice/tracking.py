@@ -38,7 +38,15 @@ from rlhf_practice.errors import TrainingError
 TIME_TAGS = ("time/step_s", "time/generate_s", "time/score_s", "time/eval_s", "time/warmup_s", "time/elapsed_s")
 # TensorBoard's CUSTOM SCALARS tab, in the order a reader should look: reward first, then KL, losses, the rest.
 LAYOUT = {
-    "1 reward": ["reward/mean", "reward/std", "reward/group_std", "accuracy/heldout", "reward/format", "reward/answer"],
+    "1 reward": [
+        "reward/mean",
+        "reward/gold",
+        "reward/std",
+        "reward/group_std",
+        "accuracy/heldout",
+        "reward/format",
+        "reward/answer",
+    ],
     "2 KL": ["kl/ref", "kl/beta", "kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
     "3 losses": [
         "loss/policy",
@@ -68,16 +76,24 @@ LAYOUT = {
         "logps/rejected",
     ],
 }
-# What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out.
+# What the progress bar shows, per algorithm: {label: tag}; tags a run does not log are left out
+# (reward/gold: only with --reward_model, where reward/mean is the learned model's score).
 BAR = {
     "ppo": {
         "reward": "reward/mean",
+        "gold": "reward/gold",
         "policy_loss": "loss/policy",
         "value_loss": "loss/value",
         "approx_kl": "kl/approx",
         "kl_ref": "kl/ref",
     },
-    "grpo": {"reward": "reward/mean", "loss": "loss/policy", "adv_mean": "adv/mean", "kl_ref": "kl/ref"},
+    "grpo": {
+        "reward": "reward/mean",
+        "gold": "reward/gold",
+        "loss": "loss/policy",
+        "adv_mean": "adv/mean",
+        "kl_ref": "kl/ref",
+    },
     "dpo": {"reward": "reward/mean", "loss": "loss/policy", "acc": "rewards/accuracies", "kl_ref": "kl/ref"},
     "rm": {"loss": "loss", "acc": "accuracy", "eval_acc": "eval_accuracy", "gold_r": "eval_gold_correlation"},
 }
@@ -141,6 +157,13 @@ def rollout_stats(
     if group_size:
         stats["reward/group_std"] = rewards.view(-1, group_size).std(dim=1).mean()
     return stats
+
+
+def k3_per_reply(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N,): KL(pi || pi_ref) per reply, k3 = exp(r) - r - 1 with r = log pi_ref - log pi at each reply
+    token (>= 0, unbiased), summed over the reply's tokens. logprobs, ref_logprobs, mask: (N, T)."""
+    r = ref_logprobs - logprobs
+    return ((r.exp() - r - 1) * mask).sum(dim=1)
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:

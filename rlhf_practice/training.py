@@ -33,10 +33,17 @@ from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
-from rlhf_practice.modeling import Generation, PolicyValueModel, position_ids_from_mask, response_mask_from_ids
+from rlhf_practice.learned_reward import LearnedReward, check_reward_model
+from rlhf_practice.modeling import (
+    AdapterOff,
+    Generation,
+    PolicyValueModel,
+    position_ids_from_mask,
+    response_mask_from_ids,
+)
 from rlhf_practice.sampling import Sampler
 from rlhf_practice.tasks import Task, build_task
-from rlhf_practice.tracking import RunLogger, check_finite, rollout_stats
+from rlhf_practice.tracking import RunLogger, check_finite, k3_per_reply, rollout_stats
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -196,6 +203,7 @@ class TrainingRun:
     logger: RunLogger
     sampler: Sampler
     accelerator: Accelerator  # the processes of the run: one, or N under torchrun / accelerate launch
+    learned_reward: LearnedReward | None = None  # --reward_model: the reward the update sees
 
     @property
     def num_processes(self) -> int:
@@ -288,10 +296,16 @@ class TrainingRun:
             ) from err
 
     def score_replies(self, generation: Generation, prompts: list[str]) -> tuple[list[str], torch.Tensor]:
-        """The decoded replies (up to their first EOS) and the task's reward of each reply to its
-        prompt (one prompt text per row of ``generation``): (N,) float32 on the device."""
+        """The decoded replies (up to their first EOS) and the reward of each reply to its prompt (one
+        prompt text per row of ``generation``): (N,) float32 on the device.
+
+        The reward is the task's, or with ``--reward_model`` the learned model's normalised score only
+        (:class:`~rlhf_practice.learned_reward.LearnedReward`): the task's reward then never reaches the
+        update; :meth:`task_metrics` logs it beside, as ``reward/gold``."""
         with self.logger.timed("score"):
             replies = generation.decode(self.tokenizer)
+            if self.learned_reward is not None:
+                return replies, self.learned_reward.score(generation, self.impl.reward_model)
             return replies, self.task.reward(prompts, replies).to(self.device)
 
     def task_metrics(self, step: int, prompts: list[str], replies: list[str]) -> dict[str, torch.Tensor]:
@@ -299,13 +313,32 @@ class TrainingRun:
         (``reward/format``, ``reward/answer``), and ``accuracy/heldout`` at step 1, every ``eval_every``
         steps and at the last step. Call it before the step's update: like ``reward/mean``, it then
         measures the policy that sampled the step's replies (at step 1: after the warm-up, before any
-        RL). Nothing for a task without parts or held-out prompts (sentiment)."""
+        RL). With ``--reward_model``, also ``reward/gold``: the mean of the task's reward (the "gold"
+        the learned model stands for), which the update never sees. All of them come from the task's
+        reward. Nothing for a task without parts or held-out prompts (sentiment) and no reward model."""
         metrics = {tag: part.mean().to(self.device) for tag, part in self.task.reward_parts(prompts, replies).items()}
+        if self.learned_reward is not None:
+            with self.logger.timed("score"):
+                metrics["reward/gold"] = self.task.reward(prompts, replies).float().mean().to(self.device)
         heldout = self.task.heldout_prompts()
         if heldout and self.is_eval_step(step):
             with self.logger.timed("eval"):
                 metrics["accuracy/heldout"] = torch.tensor(self.heldout_accuracy(heldout), device=self.device)
         return metrics
+
+    @torch.no_grad()
+    def kl_to_reference(
+        self, reference: PolicyValueModel | AdapterOff, generation: Generation, logprobs: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``kl/ref``: KL(pi || pi_ref) in nats per reply at sampling time, as the token-level loops log
+        it: per reply token k3 = exp(r) - r - 1 with r = log pi_ref - log pi, summed over the reply's
+        tokens, averaged over the replies of the global batch (0-dim). ``logprobs``: the policy's (N, T)
+        log-probs of the replies if already computed, else evaluated here. Draws no random numbers and
+        changes nothing, so a run logs the same other figures with it as without it."""
+        if logprobs is None:
+            logprobs = self.policy.evaluate_tokens(generation).logprobs  # (N, T)
+        ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (N, T)
+        return self.gather(k3_per_reply(logprobs, ref_logprobs, generation.response_mask)).mean()
 
     def is_eval_step(self, step: int) -> bool:
         """Step 1, every ``eval_every`` steps and the last step: when accuracy/heldout (and train_dpo.py's
@@ -576,10 +609,11 @@ def _new_run_dir(config: TrainConfig) -> Path:
 def start_run(config: TrainConfig) -> TrainingRun:
     """Check everything that can be checked cheaply, then load the model, prompts and reward.
 
-    Order matters for the user: bad settings, an unfinished stub and a taken run folder are reported
-    before anything slow is loaded; the checks that need the tokenizer or the model (top_k against the
-    vocabulary, prompt + reply against the positions, the static decoder's model type) run right after
-    loading them; the run folder is made last.
+    Order matters for the user: bad settings, an unfinished stub, a bad ``--reward_model`` folder and
+    a taken run folder are reported before anything slow is loaded; the checks that need the tokenizer
+    or the model (top_k against the vocabulary, prompt + reply against the positions, the static
+    decoder's model type, the reward model's vocabulary) run right after loading them; the run folder
+    is made last.
 
     Under a launcher every process loads the same model with ``seed`` (the same weights, the same
     warm-up); only the main process makes the run folder, whose name it decides for all.
@@ -589,6 +623,10 @@ def start_run(config: TrainConfig) -> TrainingRun:
     impl.check_implemented("reward_model" if config.algorithm == "rm" else config.algorithm)  # its student file
     if config.level == "token":
         impl.check_implemented("token_level")
+    reward_model = getattr(config, "reward_model", "")  # train_ppo.py and train_grpo.py only
+    if reward_model:
+        impl.check_implemented("reward_model")
+    reward_folder = check_reward_model(reward_model, config.task) if reward_model else None  # no weights yet
     accelerator, device = start_accelerator(config)
     processes = accelerator.num_processes
     check_process_count(config, processes)
@@ -614,6 +652,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
     sampler = Sampler.from_config(policy, tokenizer, config)
+    learned_reward = LearnedReward.load(reward_folder, tokenizer, device) if reward_folder else None
     prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)  # the global stream
     record = {}
     if processes > 1:
@@ -637,7 +676,13 @@ def start_run(config: TrainConfig) -> TrainingRun:
             file=sys.stderr,
         )
         print(f"sampling: {sampler.description}", file=sys.stderr)
-    return TrainingRun(config, impl, device, tokenizer, policy, task, prompts, logger, sampler, accelerator)
+        if learned_reward is not None:
+            print(learned_reward.describe(), file=sys.stderr)
+    if learned_reward is not None:
+        logger.notes["reward_model"] = {"folder": reward_model, **learned_reward.folder.record}
+    return TrainingRun(
+        config, impl, device, tokenizer, policy, task, prompts, logger, sampler, accelerator, learned_reward
+    )
 
 
 def process_seed(seed: int, process_index: int) -> int:

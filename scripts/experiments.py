@@ -46,9 +46,10 @@ fresh replies every --eval_every steps, so their "first" and "final" are over th
 at or above 0.8; "wall s" leaves out the seconds spent building preference pairs, which "pair
 building s" gives (each DPO run builds its own, as a first run does). "KL to the start, end" is
 measured after a run, the same way for every algorithm (kl_to_start): KL(final policy || starting
-policy) in nats per reply on 256 fresh replies, so that the sequence-level runs, which log no
-kl/ref, compare with the rest. "Positive words per reply" counts the reward's positive words (after
-negation) in the replies that samples.jsonl holds. Nothing here is a test. Each run's own figures go
+policy) in nats per reply on 256 fresh replies of the saved policy, one measure for every run
+(kl/ref, which every PPO, GRPO and DPO run logs, is measured on each step's own replies instead).
+"Positive words per reply" counts the reward's positive words (after negation) in the replies that
+samples.jsonl holds. Nothing here is a test. Each run's own figures go
 to stderr as it ends; the table goes to stdout.
 
 The lecture's experiments (task 10) run ``rlhf_practice.lecture`` in this process instead (a run takes
@@ -384,10 +385,11 @@ KL_REPLIES = 256  # fresh replies kl_to_start samples: 4 batches of the tiny pre
 
 
 def kl_to_start(folder: Path, algorithm: str, args: list[str]) -> float | None:
-    """KL(final policy || starting policy) in nats per reply, for any run, the sequence-level ones
-    included (they log no kl/ref): KL_REPLIES fresh replies sampled from the policy the run saved,
-    to training prompts, with the run's decoding settings; per reply token k3 = exp(r) - r - 1 with
-    r = log pi_ref - log pi, summed over the reply's tokens, as the token-level runs log kl/ref.
+    """KL(final policy || starting policy) in nats per reply, for any run, measured alike for all
+    after the run (kl/ref is measured during it, on each step's replies): KL_REPLIES fresh replies
+    sampled from the policy the run saved, to training prompts, with the run's decoding settings;
+    per reply token k3 = exp(r) - r - 1 with r = log pi_ref - log pi, summed over the reply's tokens,
+    as the PPO and GRPO runs log kl/ref.
     None for a run with a warm-up (sort, add): its reference is the warmed-up policy, not saved."""
     config = parse_config(CONFIGS[algorithm, "sequence"], args)  # the level comes from args
     if config.warmup_steps:

@@ -102,3 +102,45 @@ def working_lecture_impl(impl: Impl) -> str:
 def working_sources(impl: Impl, working_impl: str) -> dict[str, str]:
     """{"ppo.py": source, "grpo.py": source} of the working implementation, to copy and patch."""
     return {f"{m}.py": inspect.getsource(impl.module(m)) for m in REQUIRED_MODULES}
+
+
+def make_reward_model(folder: Path, task: str = "sentiment", zero_head: bool = False, record: bool = True) -> Path:
+    """A reward-model folder as train_reward_model.py writes one, made without training: the tiny policy's
+    weights in a GPT2ForSequenceClassification with one label (a new score head, seeded), its tokenizer,
+    and a reward_model.json for ``task`` (unless not ``record``) whose score_mean and score_std are the raw
+    scores' over a few fixed texts. ``zero_head``: a score head of zeros, so every sequence scores 0 and
+    the normalised reward is 0 for every reply."""
+    import json
+
+    import torch
+    from transformers import GPT2ForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    from rlhf_practice.modeling import TINY_MODEL_DIR, load_tokenizer
+
+    tokenizer = load_tokenizer("tiny")
+    hf_logging.set_verbosity_error()  # the new score head's load report
+    hf_logging.disable_progress_bar()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = GPT2ForSequenceClassification.from_pretrained(TINY_MODEL_DIR, num_labels=1)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if zero_head:
+        torch.nn.init.zeros_(model.score.weight)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    if record:
+        texts = ["The film was great fun.", "A dull movie.", "I loved it", "bad, bad, bad", "It was a film"]
+        with torch.no_grad():
+            scores = torch.cat([model(**tokenizer(text, return_tensors="pt")).logits[:, 0] for text in texts])
+        mean, std = scores.mean().item(), (1.0 if zero_head else scores.std().item())
+        (folder / "reward_model.json").write_text(
+            json.dumps({"task": task, "score_mean": mean, "score_std": std, "normalization_samples": len(texts)})
+        )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def reward_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reward-model folder for the tiny preset's sentiment task (see :func:`make_reward_model`)."""
+    return make_reward_model(tmp_path_factory.mktemp("reward_model"))

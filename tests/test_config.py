@@ -170,6 +170,7 @@ def _bounded_fields(config: object, prefix: str = "") -> list[tuple[str, object,
 
 # A bad value for each bound given as a rule.
 RULE_BREAKERS = {"impl": "  ", "device": "gpu", "run_name": "a/b", "pairs_file": "pairs.txt", "lora_target_modules": []}
+RULE_BREAKERS["reward_model"] = "  "  # train_ppo.py / train_grpo.py: blank (the folder is checked at start-up)
 
 
 def _just_outside(bound: Bound, is_int: bool, name: str) -> list[object]:

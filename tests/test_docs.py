@@ -203,6 +203,7 @@ def _logged_tags() -> set[str]:
         PACKAGE_DIR / "rl/ppo.py",
         PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
+        ROOT / "rlhf_practice/training.py",  # reward/gold (--reward_model)
     ]
     return {m for path in sources for m in re.findall(r'"([a-z_]+/[a-z_0-9]+)"', path.read_text())}
 

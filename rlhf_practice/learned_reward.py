@@ -1,0 +1,208 @@
+"""A learned reward model as the reward of ``train_ppo.py`` and ``train_grpo.py`` (``--reward_model``, task 13).
+
+The folder is what ``train_reward_model.py`` writes (``<run>/reward_model/``): a
+``GPT2ForSequenceClassification`` with one label saved with ``save_pretrained``, its tokenizer, and
+``reward_model.json``, whose ``score_mean`` and ``score_std`` are the model's raw score over replies of
+the starting policy. A reply's reward is then
+
+    reward = (score - score_mean) / score_std
+
+mean 0 and std 1 over the starting policy's replies, as Ziegler et al. (2019) normalise their reward
+model. The score is read with the implementation's ``get_reward`` (``rl/reward_model.py``, TASKS.md
+§13.2) on rows packed flush left: the prompt's tokens, the reply's tokens (with its end-of-text token
+when it finished), then padding on the right, as in task 12.
+
+:func:`check_reward_model` reads the folder's small files (no weights): a wrong path or model is one
+line naming ``reward_model`` before anything slow is loaded. :meth:`LearnedReward.load` loads the
+weights once the run's tokenizer is there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import torch
+
+from rlhf_practice.errors import ConfigError, ModelLoadError, TrainingError
+from rlhf_practice.modeling import Generation
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+REWARD_MODEL_JSON = "reward_model.json"
+WHERE = "give the folder train_reward_model.py wrote (runs/<run>/reward_model)"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
+@dataclass
+class RewardModelFolder:
+    """What :func:`check_reward_model` read: the folder, its model config and its normalisation.
+
+    normalization: (score_mean, score_std) from reward_model.json; None when the file is missing.
+    record: reward_model.json as it is ({} when missing).
+    """
+
+    name: str
+    path: Path
+    config: PretrainedConfig
+    normalization: tuple[float, float] | None
+    record: dict
+
+    @property
+    def flag(self) -> str:
+        return f"reward_model={self.name!r}"
+
+
+def check_reward_model(name: str, task: str) -> RewardModelFolder:
+    """Read the reward-model folder ``name`` without its weights and check it for ``--task task``.
+
+    Raises ModelLoadError (ConfigError for a model of another task), one line naming ``reward_model``,
+    when the path is missing or not a folder, holds no config.json, holds no sequence-classification
+    model, a head of more than one label, or a reward_model.json that cannot be read."""
+    from transformers import AutoConfig
+
+    flag = f"reward_model={name!r}"
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise ModelLoadError(f"{flag}: no such folder; {WHERE}.")
+    if not path.is_dir():
+        raise ModelLoadError(f"{flag} is a file, not a folder; {WHERE}.")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{flag} holds no config.json, so no saved model; {WHERE}.")
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"{flag}: its config.json could not be read ({_first_line(err)}); {WHERE}.") from err
+    architectures = list(getattr(config, "architectures", None) or [])
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        what = f"a {architectures[0]}" if architectures else "a model of no named class"
+        raise ModelLoadError(f"{flag} holds {what}, not a sequence-classification model (a policy folder?); {WHERE}.")
+    if config.num_labels != 1:
+        raise ModelLoadError(
+            f"{flag}: its head has {config.num_labels} labels, a reward model has one score (num_labels=1); {WHERE}."
+        )
+    record: dict = {}
+    normalization = None
+    sidecar = path / REWARD_MODEL_JSON
+    if sidecar.is_file():
+        try:
+            record = json.loads(sidecar.read_text(encoding="utf-8"))
+            mean, std = float(record["score_mean"]), float(record["score_std"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ModelLoadError(
+                f"{flag}: its {REWARD_MODEL_JSON} could not be read ({type(err).__name__}: {_first_line(err)}); "
+                "it needs the numbers score_mean and score_std, as train_reward_model.py writes them."
+            ) from err
+        if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+            raise ModelLoadError(
+                f"{flag}: its {REWARD_MODEL_JSON} has score_mean={mean}, score_std={std}; "
+                "score_std must be a positive number (train the reward model again)."
+            )
+        if record.get("task", task) != task:
+            raise ConfigError(
+                f"{flag} was trained for --task {record['task']} ({REWARD_MODEL_JSON}), this run is --task {task}; "
+                f"give a reward model of task {task}, or --task {record['task']}."
+            )
+        normalization = (mean, std)
+    return RewardModelFolder(name, path, config, normalization, record)
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def pack_flush_left(generation: Generation, pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rows of ``generation`` as a reward model reads them (task 12's layout).
+
+    ``generation`` holds left-padded prompts (P columns) and right-padded replies (T columns) whose
+    ``response_mask`` covers each reply up to and including its first EOS. Each row becomes its prompt's
+    real tokens, then its reply's real tokens (the EOS kept when the reply ended), then ``pad_token_id``.
+
+    Returns:
+        input_ids: (B, S) long, S = the longest row's real tokens
+        attention_mask: (B, S) long, 1 on real tokens, flush left
+        prompt_lengths: (B,) long, each row's prompt tokens
+    """
+    p = generation.prompt_length
+    mask = torch.cat([generation.attention_mask[:, :p].long(), generation.response_mask.long()], dim=1)  # (B, L)
+    order = torch.sort(1 - mask, dim=1, stable=True).indices  # real tokens first, each part in its order
+    packed_mask = mask.gather(1, order)
+    width = max(int(packed_mask.sum(dim=1).max()), 1)
+    packed_mask = packed_mask[:, :width]
+    input_ids = generation.sequences.gather(1, order)[:, :width].masked_fill(packed_mask == 0, pad_token_id)
+    return input_ids, packed_mask, mask[:, :p].sum(dim=1)
+
+
+class LearnedReward:
+    """A frozen reward model in eval mode on the run's device, and the normalisation of its score."""
+
+    def __init__(self, folder: RewardModelFolder, model: PreTrainedModel, pad_token_id: int):
+        self.folder = folder
+        self.model = model
+        self.pad_token_id = pad_token_id
+
+    @classmethod
+    def load(cls, folder: RewardModelFolder, tokenizer: PreTrainedTokenizerBase, device: torch.device) -> LearnedReward:
+        """Load the weights of a checked folder onto ``device`` (float32, eval mode, no gradients), after
+        checking that its vocabulary is ``tokenizer``'s (the reward model reads the policy's token ids)."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        flag = folder.flag
+        mismatch = folder.config.vocab_size < len(tokenizer)
+        if not mismatch and any((folder.path / f).is_file() for f in TOKENIZER_FILES):
+            try:
+                own = AutoTokenizer.from_pretrained(folder.path)
+            except (OSError, ValueError) as err:
+                raise ModelLoadError(f"{flag}: its tokenizer could not be read ({_first_line(err)}); {WHERE}.") from err
+            mismatch = own.get_vocab() != tokenizer.get_vocab()
+        if mismatch:
+            raise ModelLoadError(
+                f"{flag}: its vocabulary ({folder.config.vocab_size} tokens) is not this run's tokenizer's "
+                f"({len(tokenizer)} tokens); train the reward model from this run's policy (same --preset and "
+                "--model.model_name)."
+            )
+        hf_logging.disable_progress_bar()
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(folder.path, dtype=torch.float32)
+        except (OSError, ValueError) as err:
+            raise ModelLoadError(f"{flag}: the model could not be loaded ({_first_line(err)}); {WHERE}.") from err
+        if not isinstance(getattr(model, "score", None), torch.nn.Module):
+            raise ModelLoadError(
+                f"{flag} holds a {type(model).__name__}, which has no score head as GPT2ForSequenceClassification "
+                f"has; {WHERE}."
+            )
+        model.to(device).eval().requires_grad_(False)
+        pad = model.config.pad_token_id if model.config.pad_token_id is not None else tokenizer.pad_token_id
+        return cls(folder, model, int(pad))
+
+    def describe(self) -> str:
+        """One line for the start of a run: which model, and how its score is normalised."""
+        if self.folder.normalization is None:
+            how = f"raw score (no {REWARD_MODEL_JSON}: not normalised)"
+        else:
+            mean, std = self.folder.normalization
+            how = f"(score - {mean:.4g}) / {std:.4g} from {REWARD_MODEL_JSON}"
+        return f"reward: the learned model in {self.folder.name}, {how}; the task's reward is logged as reward/gold"
+
+    def score(self, generation: Generation, reward_model: ModuleType) -> torch.Tensor:
+        """(N,) float32: the normalised score of each reply, read by ``reward_model.get_reward`` (the
+        implementation's rl/reward_model.py) on the rows packed flush left (:func:`pack_flush_left`)."""
+        input_ids, attention_mask, prompt_lengths = pack_flush_left(generation, self.pad_token_id)
+        with torch.no_grad():
+            _, scores, _ = reward_model.get_reward(self.model, input_ids, attention_mask, prompt_lengths)
+        if scores.shape != (len(generation),):
+            raise TrainingError(
+                f"get_reward returned final_scores of shape {tuple(scores.shape)}, not ({len(generation)},): "
+                "one score per sequence (TASKS.md §13.2)."
+            )
+        scores = scores.detach().float()
+        if self.folder.normalization is not None:
+            mean, std = self.folder.normalization
+            scores = (scores - mean) / std
+        return scores

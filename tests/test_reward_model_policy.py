@@ -1,0 +1,226 @@
+"""train_ppo.py and train_grpo.py against a learned reward model (``--reward_model``, task 13), not graded:
+two-step runs on the tiny preset at both levels, the proof that the task's reward (reward/gold) never
+reaches the update, the rows a reward model reads, and the one-line errors of a bad folder. The runs
+need a finished rl/reward_model.py (task 13); the reward-model folders are made without training
+(tests/conftest.py's make_reward_model)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from _runs import _impl_folder, _metrics, run_script
+from conftest import make_reward_model
+from test_scripts import _readme_tags
+
+from rlhf_practice.config import DPOConfig, GRPOConfig, PPOConfig, TokenGRPOConfig, TokenPPOConfig, field_bound
+from rlhf_practice.course import Impl
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.learned_reward import LearnedReward, RewardModelFolder, pack_flush_left
+from rlhf_practice.modeling import TINY_MODEL_DIR, Generation
+
+RUNS = [("ppo", "sequence"), ("ppo", "token"), ("grpo", "sequence"), ("grpo", "token")]
+
+
+@pytest.fixture(scope="session")
+def working_rm_impl(impl: Impl, working_impl: str) -> str:
+    """--impl value for the runs with --reward_model: the implementation under test, once rl/reward_model.py
+    (task 13) is done."""
+    try:
+        impl.check_implemented("reward_model")
+    except (NotImplementedError, ConfigError):  # a stub, or a folder without reward_model.py
+        pytest.skip("runs train_ppo.py / train_grpo.py with --reward_model: finish the functions of task 13 first")
+    return working_impl
+
+
+def _impl_for(request: pytest.FixtureRequest, level: str) -> str:
+    impl = request.getfixturevalue("working_rm_impl")
+    return request.getfixturevalue("working_token_impl") if level == "token" else impl
+
+
+def _run(tmp_path: Path, algorithm: str, level: str, impl: str, *args: str, name: str = "run") -> tuple[int, Path]:
+    code, _, run = run_script(algorithm, tmp_path, "--impl", impl, "--level", level, *args, name=name)
+    return code, run
+
+
+def test_the_setting_is_train_ppo_and_train_grpo_s_only() -> None:
+    for cls in (PPOConfig, TokenPPOConfig, GRPOConfig, TokenGRPOConfig):
+        assert cls().reward_model == "" and field_bound(cls, "reward_model") is not None
+    assert "reward_model" not in {name for name in DPOConfig.__dataclass_fields__}, "DPO needs no reward"
+
+
+def test_rows_are_packed_flush_left_with_the_eos_kept() -> None:
+    eos, pad = 0, 1
+    sequences = torch.tensor(
+        [
+            [pad, 5, 6, 7, eos, eos, eos],  # a short prompt, a reply that ended: its EOS is a real token
+            [4, 5, 6, 8, 9, 10, 11],  # a full prompt, a reply cut at max_new_tokens (no EOS)
+            [pad, pad, 6, eos, eos, eos, eos],  # a reply that is only its EOS
+        ]
+    )
+    response_mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.float)
+    prompt_mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 0, 1]])
+    attention_mask = torch.cat([prompt_mask, response_mask.long()], dim=1)
+    generation = Generation(sequences, attention_mask, response_mask, prompt_length=3)
+    before = sequences.clone()
+    input_ids, mask, prompt_lengths = pack_flush_left(generation, pad)
+    assert input_ids.tolist() == [
+        [5, 6, 7, eos, pad, pad, pad],
+        [4, 5, 6, 8, 9, 10, 11],
+        [6, eos, pad, pad, pad, pad, pad],
+    ]
+    assert mask.tolist() == [[1, 1, 1, 1, 0, 0, 0], [1] * 7, [1, 1, 0, 0, 0, 0, 0]]
+    assert prompt_lengths.tolist() == [2, 3, 1]
+    assert torch.equal(generation.sequences, before), "the generation is not modified"
+    # Only as wide as the longest row: the cut reply is gone, the rest is still flush left.
+    input_ids, mask, _ = pack_flush_left(generation[torch.tensor([0, 2])], pad)
+    assert input_ids.tolist() == [[5, 6, 7, eos], [6, eos, pad, pad]] and mask.sum(dim=1).tolist() == [4, 2]
+
+
+def test_scores_are_normalised_by_reward_model_json() -> None:
+    """reward = (score - score_mean) / score_std; get_reward sees the packed rows."""
+    seen = {}
+
+    def get_reward(model, input_ids, attention_mask, prompt_lengths):
+        seen.update(input_ids=input_ids, attention_mask=attention_mask, prompt_lengths=prompt_lengths)
+        return None, torch.tensor([3.0, 5.0]), None
+
+    generation = Generation(
+        torch.tensor([[1, 4, 5, 0], [3, 4, 6, 7]]),
+        torch.tensor([[0, 1, 1, 0], [1, 1, 1, 1]]),
+        torch.tensor([[1.0, 0.0], [1.0, 1.0]]),  # row 0: prompt 4, reply 5 (the 0 after it is no reply token)
+        prompt_length=2,
+    )
+    folder = RewardModelFolder("rm", Path("rm"), None, (1.0, 2.0), {})
+    rewards = LearnedReward(folder, None, pad_token_id=1).score(generation, SimpleNamespace(get_reward=get_reward))
+    assert rewards.tolist() == [1.0, 2.0]
+    assert seen["input_ids"].tolist() == [[4, 5, 1, 1], [3, 4, 6, 7]] and seen["prompt_lengths"].tolist() == [1, 2]
+    raw = LearnedReward(RewardModelFolder("rm", Path("rm"), None, None, {}), None, 1)
+    assert raw.score(generation, SimpleNamespace(get_reward=get_reward)).tolist() == [3.0, 5.0], "no json: raw scores"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("algorithm", "level"), RUNS)
+def test_runs_log_the_proxy_and_the_gold_reward(
+    tmp_path: Path, capsys, request, reward_model_dir: Path, algorithm: str, level: str
+) -> None:
+    code, run = _run(tmp_path, algorithm, level, _impl_for(request, level), "--reward_model", str(reward_model_dir))
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"reward: the learned model in {reward_model_dir}" in err
+    rows = _metrics(run)
+    assert {"reward/mean", "reward/gold", "kl/ref"} <= set(rows[0])
+    undocumented = sorted(set(rows[0]) - {"step"} - _readme_tags())
+    assert not undocumented, f"README.md's tag table does not explain {undocumented}"
+    assert all(float(r["reward/mean"]) != float(r["reward/gold"]) for r in rows), rows
+    assert float(rows[0]["kl/ref"]) == 0 and float(rows[1]["kl/ref"]) > 0, "policy = reference at step 1, then moves"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["reward_model"]["folder"] == str(reward_model_dir) and summary["reward_model"]["task"] == "sentiment"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("algorithm", "level"), RUNS)
+def test_the_update_never_sees_the_gold_reward(tmp_path: Path, capsys, request, algorithm: str, level: str) -> None:
+    """A reward model that scores every reply 0: the update sees rewards that are all 0, so the advantages
+    are 0 and the policy does not move (kl/ref stays 0 at step 2), while the task's reward (reward/gold)
+    varies. Were the gold reward to reach the update, the policy would move. PPO's sequence level runs
+    with --kl_coef 0: its kl/approx term moves the policy whatever the reward."""
+    folder = make_reward_model(tmp_path / "zero", zero_head=True)
+    extra = ["--kl_coef", "0"] if (algorithm, level) == ("ppo", "sequence") else []
+    code, run = _run(tmp_path, algorithm, level, _impl_for(request, level), "--reward_model", str(folder), *extra)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    rows = _metrics(run)
+    assert all(float(r["reward/mean"]) == 0 and float(r["reward/std"]) == 0 for r in rows)
+    assert all(float(r["adv/std"]) == 0 for r in rows), "rewards all alike: no advantage anywhere"
+    assert any(float(r["reward/gold"]) != 0 for r in rows), "the gold reward must vary for this test to mean something"
+    assert float(rows[1]["kl/ref"]) == 0, "the policy moved: something other than the learned model's score got in"
+
+
+def _config_only(folder: Path, **changes: object) -> None:
+    """A folder with the tiny model's config.json, changed (no weights: the checks stop before them)."""
+    folder.mkdir()
+    config = json.loads((TINY_MODEL_DIR / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _bad_folder(tmp_path: Path, kind: str) -> str:
+    folder = tmp_path / kind
+    if kind == "missing":
+        return str(folder)
+    if kind == "file":
+        folder.write_text("not a model")
+    elif kind == "empty":
+        folder.mkdir()
+    elif kind == "policy":
+        _config_only(folder, architectures=["GPT2LMHeadModel"])
+    else:
+        seq = {"architectures": ["GPT2ForSequenceClassification"], "id2label": {"0": "LABEL_0"}}
+        if kind == "two_labels":
+            seq["id2label"] = {"0": "LABEL_0", "1": "LABEL_1"}
+        if kind == "vocabulary":
+            seq["vocab_size"] = 100
+        _config_only(folder, **seq)
+        record = {"task": "sort" if kind == "task" else "sentiment", "score_mean": 0.0, "score_std": 1.0}
+        if kind == "json":
+            record = {"task": "sentiment"}
+        (folder / "reward_model.json").write_text(json.dumps(record))
+    return str(folder)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("missing", "no such folder; give the folder train_reward_model.py wrote"),
+        ("file", "is a file, not a folder; give the folder"),
+        ("empty", "holds no config.json, so no saved model"),
+        ("policy", "holds a GPT2LMHeadModel, not a sequence-classification model"),
+        ("two_labels", "its head has 2 labels, a reward model has one score"),
+        ("vocabulary", "its vocabulary (100 tokens) is not this run's tokenizer's"),
+        ("task", "was trained for --task sort (reward_model.json), this run is --task sentiment"),
+        ("json", "its reward_model.json could not be read (KeyError"),
+        ("blank", "is blank; give the folder train_reward_model.py wrote"),
+    ],
+)
+def test_a_bad_reward_model_is_one_line(tmp_path: Path, capsys, working_rm_impl: str, kind: str, message: str) -> None:
+    path = "  " if kind == "blank" else _bad_folder(tmp_path, kind)
+    code, run = _run(tmp_path, "grpo", "sequence", working_rm_impl, "--reward_model", path)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: reward_model={path!r}") and message in line, line
+    assert not run.exists(), "nothing is written before the reward model is checked"
+
+
+def test_a_missing_reward_model_json_is_a_note(tmp_path: Path, capsys, working_rm_impl: str, reward_model_dir) -> None:
+    folder = tmp_path / "rm"
+    shutil.copytree(reward_model_dir, folder)
+    (folder / "reward_model.json").unlink()
+    code, run = _run(tmp_path, "grpo", "sequence", working_rm_impl, "--reward_model", str(folder), "--num_steps", "1")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "raw score (no reward_model.json: not normalised)" in err
+    assert json.loads((run / "summary.json").read_text())["reward_model"] == {"folder": str(folder)}
+
+
+def test_an_unfinished_get_reward_is_one_friendly_line(
+    tmp_path: Path, capsys, impl: Impl, working_impl: str, reward_model_dir: Path
+) -> None:
+    sources = {f"{m}.py": inspect.getsource(impl.module(m)) for m in ("ppo", "grpo")}
+    folder = _impl_folder(tmp_path / "stub_impl", sources, "")
+    (folder / "reward_model.py").write_text(
+        "def get_reward(*args, **kwargs):\n"
+        '    raise NotImplementedError("get_reward is not implemented yet: see TASKS.md §13.2.")\n'
+    )
+    code, run = _run(tmp_path, "ppo", "sequence", str(folder), "--reward_model", str(reward_model_dir))
+    err = capsys.readouterr().err
+    assert code == 3 and not run.exists() and "Traceback" not in err, err
+    line = next(line for line in err.splitlines() if line.startswith("error:"))
+    assert "get_reward" in line and "TASKS.md §13.2" in line and "pytest -m graded" in line
