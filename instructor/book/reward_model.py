@@ -436,7 +436,7 @@ def reward_loss_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             f"reward_loss with every chosen score equal to its rejected one ({dtype}): loss log 2, accuracy 0",
             _rm_args(scores, scores.clone()),
         )
-    # Very negative differences: log(sigmoid(d)) is log(0) = -inf in float32 below about d = -104.
+    # Very negative differences: log(sigmoid(d)) is log(0) = -inf in float32 below about d = -88.
     far = torch.tensor([-100.0, 3.0, 40.0, -2.0])
     if fresh:
         far = torch.cat([_uniform(g, -150, -110, 1, dtype=torch.float32), _uniform(g, -5, 5, 3, dtype=torch.float32)])
@@ -543,7 +543,7 @@ def sigmoid_of_the_difference(rewards_chosen, rewards_rejected, margin=None, cen
 
 @wrong(
     "reward_loss",
-    "log(sigmoid(d)) gives log(0) = -inf once sigmoid(d) rounds to 0 (d below about -104 in float32), so the loss "
+    "log(sigmoid(d)) gives log(0) = -inf once sigmoid(d) rounds to 0 (d below about -88 in float32), so the loss "
     "is inf; use torch.nn.functional.logsigmoid(d), which stays finite",
 )
 def log_of_sigmoid(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
