@@ -9,8 +9,8 @@ functions of rlhf_practice/rl/ppo.py): a list of plain dicts, loaded with ``weig
     what          how a failure message names the call
     args, kwargs  the inputs: args is a list of (name, value) pairs, passed positionally; a value is a
                   tensor, a number, a string, a list of ints (the sort rewards take lists) or a small
-                  causal LM recorded as data (:func:`model_data`: its config, weights and train/eval
-                  mode, never code), rebuilt by :func:`build_model` before each call
+                  GPT-2 recorded as data (:func:`model_data`: a causal LM or one with a score head,
+                  its class, config, weights and train/eval mode, never code), rebuilt by :func:`build_model` before each call
     expected      the expected result: a tensor, a float (a function that returns a Python number), or
                   a list of tensors when the function returns a tuple; then ``outputs`` names them
                   ("advantages", "returns"); None when the call must raise
@@ -75,21 +75,29 @@ def _plain(value: object) -> object:
     return type(value).__name__
 
 
-MODEL_CLASS = "GPT2LMHeadModel"  # the one model class a case may hold, as data
+MODEL_CLASSES = ("GPT2LMHeadModel", "GPT2ForSequenceClassification")  # the model classes a case may hold, as data
 MODEL_CONFIG = (
     "vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
     "resid_pdrop", "embd_pdrop", "attn_pdrop", "bos_token_id", "eos_token_id", "pad_token_id",
 )  # fmt: skip
+HEAD_CONFIG = {"GPT2ForSequenceClassification": ("num_labels",)}  # config fields of a class's head
 
 
 def model_data(model: torch.nn.Module) -> dict:
-    """A GPT2LMHeadModel as plain data that a case can hold and ``torch.load(weights_only=True)`` reads:
-    the config fields of :data:`MODEL_CONFIG`, the weights, and whether it is in train mode."""
+    """A GPT2LMHeadModel (a causal LM, task 12) or a GPT2ForSequenceClassification (a reward model with a
+    score head, task 13) as plain data that a case can hold and ``torch.load(weights_only=True)`` reads:
+    its class, the config fields of :data:`MODEL_CONFIG` (and of its head), the weights, and whether it
+    is in train mode."""
+    cls = type(model).__name__
+    if cls not in MODEL_CLASSES:
+        raise TypeError(f"a case may hold a model of {MODEL_CLASSES}, not {cls}")
     state = {name: t.detach().clone() for name, t in model.state_dict().items()}
-    state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as in GPT-2: saved once
+    if cls == "GPT2LMHeadModel":
+        state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as in GPT-2: saved once
+    fields = MODEL_CONFIG + HEAD_CONFIG.get(cls, ())
     return {
-        "class": MODEL_CLASS,
-        "config": {name: getattr(model.config, name) for name in MODEL_CONFIG},
+        "class": cls,
+        "config": {name: getattr(model.config, name) for name in fields},
         "state_dict": state,
         "training": model.training,
     }
@@ -97,15 +105,17 @@ def model_data(model: torch.nn.Module) -> dict:
 
 def is_model(value: object) -> bool:
     """Whether a case input is a model recorded by :func:`model_data`."""
-    return isinstance(value, dict) and value.get("class") == MODEL_CLASS
+    return isinstance(value, dict) and value.get("class") in MODEL_CLASSES
 
 
 def build_model(data: dict) -> torch.nn.Module:
-    """The model that :func:`model_data` recorded, rebuilt: the same weights and mode on every call."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """The model that :func:`model_data` recorded, rebuilt: the same class, weights and mode on every call."""
+    import transformers
 
+    if data["class"] not in MODEL_CLASSES:
+        raise TypeError(f"a case may hold a model of {MODEL_CLASSES}, not {data['class']}")
     with torch.random.fork_rng(devices=[]):  # the random initialisation is overwritten: the global RNG stays
-        model = GPT2LMHeadModel(GPT2Config(**data["config"]))
+        model = getattr(transformers, data["class"])(transformers.GPT2Config(**data["config"]))
     model.load_state_dict(data["state_dict"])
     return model.train(data["training"])
 
@@ -356,7 +366,7 @@ def check_case(case: dict, result: dict) -> str | None:
         elif not result["requires_grad"] or got is None:
             message = (
                 f"{name}: the result carries no gradient to {where}; do not compute it under torch.no_grad() "
-                "or detach it: the DPO loss trains the policy through it."
+                "or detach it: training needs that gradient (the loss trains the model through it)."
                 if is_model(args[arg])
                 else f"{name}: the result carries no gradient to {arg}; do not detach {arg}."
             )

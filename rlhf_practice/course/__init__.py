@@ -208,11 +208,12 @@ def _load_file(path: Path, module_name: str) -> ModuleType:
 def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
-    ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py``
-    and, for tasks 7-9, 10 and 12, ``token_level.py``, ``lecture.py`` and ``dpo.py`` (a copy of a student's ``rlhf_practice/rl/``). The
-    instructor's copy also takes its answer key (:func:`answer_path`); a student release, which has
-    none, says so in one line. Missing ppo.py or grpo.py is reported at once, a missing
-    token_level.py, lecture.py or dpo.py when it is first needed; the modules themselves are imported on first use.
+    ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py`` and, for
+    tasks 7-9, 10, 12 and 13, ``token_level.py``, ``lecture.py``, ``dpo.py`` and ``reward_model.py`` (a copy of a
+    student's ``rlhf_practice/rl/``). The instructor's copy also takes its answer key (:func:`answer_path`); a
+    student release, which has none, says so in one line. Missing ppo.py or grpo.py is reported at once, a
+    missing token_level.py, lecture.py, dpo.py or reward_model.py when it is first needed; the modules themselves
+    are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})

@@ -62,7 +62,10 @@ def _plain(args: list) -> list:
 def _fixed_by_structure(case: dict) -> bool:
     args = dict(case["args"])
     pairs = case["function"] == "compute_group_advantages" and args["group_size"] == 2
-    return not _nonzero(case["expected"]) or (pairs and case["kwargs"].get("normalize", True))
+    # reward_loss on pairs of equal scores, without margin or centring term: loss log 2 and accuracy 0, whatever
+    # the scores (a fresh variant has other scores and another number of pairs)
+    ties = case["function"] == "reward_loss" and len(args) == 2 and torch.equal(*args.values())
+    return not _nonzero(case["expected"]) or (pairs and case["kwargs"].get("normalize", True)) or ties
 
 
 @pytest.mark.slow

@@ -211,7 +211,8 @@ def _assert_scores(rows: dict[str, dict[str, str]], cheats: dict[str, str]) -> N
     assert "published cases but only" not in rows["key"]["notes"] + rows["half_done"]["notes"]
     ppo_points = sum(g.points for g in GRADED if g.module == "ppo")  # ppo.py done, grpo.py a stub, no other file
     assert float(rows["half_done"]["total"]) == ppo_points
-    assert all(f"{m}.py missing" in rows["half_done"]["notes"] for m in ("token_level", "lecture", "dpo"))
+    modules = ("token_level", "lecture", "dpo", "reward_model")
+    assert all(f"{m}.py missing" in rows["half_done"]["notes"] for m in modules)
     scores = {name: float(rows[name]["total"]) for name in cheats}
     assert scores == dict.fromkeys(cheats, 0.0), f"cheats must score 0: {scores}"
     for name, what in NOT_REGULAR.items():  # whatever they hold, and the link leads to the key itself

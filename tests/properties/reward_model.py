@@ -1,0 +1,329 @@
+"""Property laws of rlhf_practice/rl/reward_model.py: get_reward and reward_loss (§13), task 13."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from properties import _Broken, close, fmt, got, law
+from properties.draws import _pad, floats, gradcheck, tensor, unchanged
+
+# --- get_reward (§13.2) -------------------------------------------------------------------------------
+
+VOCAB = 6
+EOS = 0  # end-of-text and padding, as GPT-2 pads
+_MODELS: dict[tuple[int, float], torch.nn.Module] = {}  # (seed, dropout): built once, copied for each call
+
+
+@dataclass(frozen=True)
+class TinyScorer:
+    """A one-layer GPT-2 with a one-label score head over a vocabulary of 6 (id 0 is end-of-text and padding)."""
+
+    seed: int
+    train: bool = False
+    dropout: float = 0.0
+
+    def build(self) -> torch.nn.Module:
+        """A fresh copy (the function under test may change the model's mode or parameters)."""
+        key = (self.seed, self.dropout)
+        if key not in _MODELS:
+            _MODELS[key] = self._new()
+        return copy.deepcopy(_MODELS[key]).train(self.train)
+
+    def _new(self) -> torch.nn.Module:
+        from transformers import GPT2Config, GPT2ForSequenceClassification
+
+        config = GPT2Config(
+            vocab_size=VOCAB, n_positions=16, n_embd=8, n_layer=1, n_head=2, num_labels=1, bos_token_id=EOS,
+            eos_token_id=EOS, pad_token_id=EOS, resid_pdrop=self.dropout, embd_pdrop=self.dropout,
+            attn_pdrop=self.dropout,
+        )  # fmt: skip
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = GPT2ForSequenceClassification(config)
+            with torch.no_grad():
+                model.score.weight.normal_(0, 1.0)  # scores that differ clearly from position to position
+        return model
+
+    def __repr__(self) -> str:
+        return f"tiny GPT-2 with a score head (seed {self.seed}, {'train' if self.train else 'eval'} mode)"
+
+
+@st.composite
+def _sequences(draw: st.DrawFn) -> dict:
+    """A batch of flush-left rows: prompt, reply (a finished one ends with the end-of-text id), then padding
+    (attention 0, the end-of-text id)."""
+    rows = draw(st.integers(1, 3))
+    prompts = draw(st.lists(st.integers(1, 3), min_size=rows, max_size=rows))
+    replies = draw(st.lists(st.integers(1, 3), min_size=rows, max_size=rows))
+    finished = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+    seq = max(p + r for p, r in zip(prompts, replies)) + draw(st.integers(0, 2))
+    ids = torch.tensor(draw(st.lists(st.integers(1, VOCAB - 1), min_size=rows * seq, max_size=rows * seq)))
+    ids = ids.view(rows, seq)
+    lengths = torch.tensor([p + r for p, r in zip(prompts, replies)])
+    for i, done in enumerate(finished):
+        if done:
+            ids[i, lengths[i] - 1] = EOS
+    attention = (torch.arange(seq) < lengths[:, None]).long()
+    return {
+        "model": TinyScorer(draw(st.integers(0, 2))),
+        "input_ids": torch.where(attention > 0, ids, EOS),
+        "attention_mask": attention,
+        "prompt_lengths": torch.tensor(prompts),
+    }
+
+
+def _scores(fn: Callable, model: torch.nn.Module, ids, attention, prompts) -> tuple[torch.Tensor, torch.Tensor]:
+    """(final_scores, sequence_lengths), after checking the outputs' shapes."""
+    out = fn(model, ids, attention, prompts)
+    rows, seq = ids.shape
+    if (
+        not isinstance(out, tuple | list)
+        or len(out) != 3
+        or any(not isinstance(x, torch.Tensor) for x in out)
+        or out[0].shape != (rows, seq)
+        or out[1].shape != (rows,)
+        or out[2].shape != (rows,)
+    ):
+        raise _Broken(
+            f"{got(out)}, expected (reward_logits, final_scores, sequence_lengths) of shapes "
+            f"({rows}, {seq}), ({rows},), ({rows},)"
+        )
+    return out[1].detach().double(), out[2]
+
+
+@law(
+    "get_reward",
+    "read_at_the_last_real_token",
+    "the score of a row is the score head on the last hidden state of its last real token (the model run on "
+    "that row's real tokens alone), and sequence_lengths is that token's position",
+    _sequences(),
+    examples=10,
+)
+def _(fn, ex):
+    model = ex["model"].build()
+    ids, attention, prompts = ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"]
+    scores, positions = _scores(fn, model, ids, attention, prompts)
+    for i in range(len(ids)):
+        n = int(attention[i].sum())
+        with torch.no_grad():
+            row = ids[i : i + 1, :n]
+            hidden = model.transformer(input_ids=row, attention_mask=torch.ones_like(row)).last_hidden_state
+            expected = model.score(hidden)[0, -1, 0].double()
+        if int(positions[i]) != n - 1 or abs(scores[i].item() - expected.item()) > 1e-4:
+            return (
+                f"row {i} (last real token at position {n - 1}): score {scores[i].item():.4g} at position "
+                f"{int(positions[i])}, but the score head gives {expected.item():.4g} there"
+            )
+    return None
+
+
+@law(
+    "get_reward",
+    "padding_changes_nothing",
+    "the ids under padding (attention_mask 0, the end-of-text id included) and extra padding columns change nothing",
+    st.fixed_dictionaries({"ex": _sequences(), "fill": st.integers(0, VOCAB - 1)}),
+    examples=10,
+)
+def _(fn, ex):
+    e = ex["ex"]
+    model = e["model"].build()
+    ids, attention, prompts = e["input_ids"], e["attention_mask"], e["prompt_lengths"]
+    base, _ = _scores(fn, model, ids, attention, prompts)
+    other = torch.where(attention > 0, ids, ex["fill"])
+    padded, _ = _scores(fn, model, _pad(other, 2, ex["fill"]).long(), _pad(attention, 2).long(), prompts)
+    return None if close(padded, base, 1e-5) else f"{fmt(padded)} with other padding, {fmt(base)} before"
+
+
+@law(
+    "get_reward",
+    "mode_and_inputs_unchanged",
+    "the model stays in the mode it comes in (train or eval) and the inputs stay unchanged",
+    st.fixed_dictionaries({"ex": _sequences(), "train": st.booleans()}),
+    examples=8,
+)
+def _(fn, ex):
+    e = ex["ex"]
+    model = TinyScorer(e["model"].seed, ex["train"], 0.1).build()
+    args = (e["input_ids"], e["attention_mask"], e["prompt_lengths"])
+    before = [a.clone() for a in args]
+    fn(model, *args)
+    if model.training != ex["train"]:
+        return f"the model came in {'train' if ex['train'] else 'eval'} mode and left in the other"
+    changed = [
+        name
+        for name, a, b in zip(("input_ids", "attention_mask", "prompt_lengths"), args, before)
+        if not torch.equal(a, b)
+    ]
+    return f"{changed[0]} was changed in place" if changed else None
+
+
+@law(
+    "get_reward",
+    "gradient",
+    "the gradient of final_scores w.r.t. the model's parameters matches central differences along a random "
+    "direction (float32)",
+    _sequences(),
+    examples=6,
+)
+def _(fn, ex):
+    model = ex["model"].build()
+    args = (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"])
+    params = list(model.parameters())
+
+    def final(out: object) -> torch.Tensor:
+        if not isinstance(out, tuple | list) or len(out) != 3 or not isinstance(out[1], torch.Tensor):
+            raise _Broken(f"{got(out)}, expected (reward_logits, final_scores, sequence_lengths)")
+        return out[1]
+
+    out = final(fn(model, *args))
+    if not out.requires_grad:
+        return "final_scores carries no gradient to the model's parameters"
+    grads = torch.autograd.grad(out.sum(), params, allow_unused=True)
+    gen = torch.Generator().manual_seed(ex["model"].seed)
+    direction = [torch.randn(p.shape, generator=gen) for p in params]
+    norm = math.sqrt(sum((d**2).sum().item() for d in direction))
+    direction = [d / norm for d in direction]  # a unit step: the function is close to linear over h
+    slope = sum((g * d).sum() for g, d in zip(grads, direction) if g is not None).item()
+    h = 1e-2
+    with torch.no_grad():
+        values = []
+        for sign in (1, -1):
+            for p, d in zip(params, direction):
+                p.add_(sign * h * d)
+            values.append(final(fn(model, *args)).sum().item())
+            for p, d in zip(params, direction):
+                p.sub_(sign * h * d)
+    numerical = (values[0] - values[1]) / (2 * h)
+    if abs(slope - numerical) > 2e-2 * max(1.0, abs(numerical)):
+        return f"autograd's directional derivative {slope:.4g}, central differences {numerical:.4g}"
+    return None
+
+
+# --- reward_loss (§13.3) ------------------------------------------------------------------------------
+
+_pairs = st.integers(1, 5).flatmap(
+    lambda n: st.fixed_dictionaries(
+        {
+            "rewards_chosen": tensor((n,), -5, 5),
+            "rewards_rejected": tensor((n,), -5, 5),
+            "margin": tensor((n,), 0, 2),
+            "center_rewards_coefficient": floats(0.001, 0.5),
+        }
+    )
+)
+
+
+def _loss(fn: Callable, chosen, rejected, margin=None, coefficient=None) -> tuple[torch.Tensor, torch.Tensor]:
+    out = fn(chosen, rejected, margin, coefficient)
+    if (
+        not isinstance(out, tuple | list)
+        or len(out) != 2
+        or any(not isinstance(x, torch.Tensor) or x.dim() != 0 for x in out)
+    ):
+        raise _Broken(f"{got(out)}, expected (loss, accuracy), two 0-dim tensors")
+    return out[0].detach(), out[1].detach()
+
+
+@law(
+    "reward_loss",
+    "equal_scores",
+    "when every chosen score equals its rejected one the loss is log 2 and the accuracy 0 (a tie counts as wrong)",
+    _pairs,
+)
+def _(fn, ex):
+    scores = ex["rewards_chosen"]
+    loss, accuracy = _loss(fn, scores, scores.clone())
+    if close(loss, torch.tensor(math.log(2), dtype=loss.dtype)) and accuracy.item() == 0:
+        return None
+    return f"loss {fmt(loss)}, accuracy {fmt(accuracy)}"
+
+
+@law(
+    "reward_loss",
+    "swapping_the_pair",
+    "swapping chosen and rejected changes the loss by the mean difference: loss(c, r) - loss(r, c) = -mean(c - r), "
+    "and the two accuracies count the pairs that differ",
+    _pairs,
+)
+def _(fn, ex):
+    c, r = ex["rewards_chosen"], ex["rewards_rejected"]
+    loss, accuracy = _loss(fn, c, r)
+    swapped, swapped_accuracy = _loss(fn, r, c)
+    differ = (c != r).double().mean()
+    if close(loss - swapped, -(c - r).mean()) and close(accuracy + swapped_accuracy, differ):
+        return None
+    return f"loss {fmt(loss)} and {fmt(swapped)} swapped; accuracy {fmt(accuracy)} and {fmt(swapped_accuracy)} swapped"
+
+
+@law(
+    "reward_loss",
+    "margin_shifts_the_chosen",
+    "a margin m is the same as lowering the chosen scores by m: loss(c, r, m) = loss(c - m, r)",
+    _pairs,
+)
+def _(fn, ex):
+    c, r, m = ex["rewards_chosen"], ex["rewards_rejected"], ex["margin"]
+    with_margin, _ = _loss(fn, c, r, m)
+    shifted, _ = _loss(fn, c - m, r)
+    return None if close(with_margin, shifted) else f"{fmt(with_margin)} with the margin, {fmt(shifted)} shifted"
+
+
+@law(
+    "reward_loss",
+    "centring_term",
+    "center_rewards_coefficient k adds k * mean((c + r) ** 2) to the loss and leaves the accuracy alone",
+    _pairs,
+)
+def _(fn, ex):
+    c, r, k = ex["rewards_chosen"], ex["rewards_rejected"], ex["center_rewards_coefficient"]
+    plain, accuracy = _loss(fn, c, r)
+    centred, centred_accuracy = _loss(fn, c, r, None, k)
+    expected = plain + k * ((c + r) ** 2).mean()
+    if close(centred, expected) and close(accuracy, centred_accuracy):
+        return None
+    return f"{fmt(centred)} with the centring term, expected {fmt(plain)} + {fmt(expected - plain)}"
+
+
+@law(
+    "reward_loss",
+    "finite_for_far_apart_scores",
+    "float32 scores 200 or more apart the wrong way give a finite loss, about the mean of their differences",
+    st.fixed_dictionaries({"gaps": st.lists(floats(200, 400), min_size=1, max_size=4)}),
+    examples=6,
+)
+def _(fn, ex):
+    gaps = torch.tensor(ex["gaps"], dtype=torch.float32)
+    loss, _ = _loss(fn, -gaps / 2, gaps / 2)
+    if torch.isfinite(loss) and abs(loss.item() - gaps.mean().item()) <= 1e-3 * gaps.mean().item():
+        return None
+    return f"loss {fmt(loss)}, expected about {gaps.mean().item():.4g}"
+
+
+@law(
+    "reward_loss",
+    "gradcheck",
+    "autograd's gradient of the loss (margin and centring term included) w.r.t. both scores equals float64 "
+    "central differences",
+    _pairs,
+    examples=10,
+)
+def _(fn, ex):
+    m, k = ex["margin"], ex["center_rewards_coefficient"]
+
+    def loss(c: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        out = fn(c, r, m, k)
+        return out[0] if isinstance(out, tuple | list) else out
+
+    return gradcheck(loss, [ex["rewards_chosen"], ex["rewards_rejected"]], "the scores")
+
+
+@law("reward_loss", "inputs_unchanged", "the inputs stay unchanged and float64 scores give float64 results", _pairs)
+def _(fn, ex):
+    names = ("rewards_chosen", "rewards_rejected", "margin", "center_rewards_coefficient")
+    return unchanged(fn, tuple(ex[name] for name in names))
