@@ -556,7 +556,12 @@ def start_accelerator(config: TrainConfig) -> tuple[Accelerator, torch.device]:
 
 def check_process_count(config: TrainConfig, processes: int) -> None:
     """ConfigError unless the prompts (and minibatches) of a step split evenly over ``processes``
-    (raised by every process alike, before any of them waits for another)."""
+    (raised by every process alike, before any of them waits for another). train_reward_model.py: one process."""
+    if config.algorithm == "rm" and processes > 1:
+        raise ConfigError(
+            f"train_reward_model.py runs in one process, not {processes}; start it with python, "
+            "not torchrun or accelerate launch."
+        )
     if config.train_batch_size % processes:
         raise ConfigError(
             f"train_batch_size={config.train_batch_size} does not split over {processes} processes; "

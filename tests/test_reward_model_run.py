@@ -188,3 +188,13 @@ def test_sort_task_starts_from_the_warmed_up_policy(tmp_path: Path, capsys, work
     assert code == 0, err
     assert (run / "warmup.csv").is_file() and list((tmp_path / "pairs").glob("sort-*.jsonl"))
     assert json.loads((run / "reward_model" / "reward_model.json").read_text())["task"] == "sort"
+
+
+def test_a_launcher_is_refused_before_anything_is_made() -> None:
+    from rlhf_practice.config import RewardModelConfig, preset_config
+    from rlhf_practice.training import check_process_count
+
+    config = preset_config(RewardModelConfig, "tiny")
+    check_process_count(config, 1)
+    with pytest.raises(ConfigError, match="train_reward_model.py runs in one process, not 2"):
+        check_process_count(config, 2)
