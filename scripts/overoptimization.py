@@ -32,9 +32,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-FEW, MANY = 64, 1024  # training pairs of the two reward models
+FEW, MANY = 16, 1024  # training pairs of the two reward models
 BETAS = ("0", "0.1")  # token-level PPO's KL penalty to the reference: off, on
-PPO_STEPS = 150
+PPO_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
 DROP = 0.1  # "over-optimized": gold ended at least this far below its peak, while the proxy rose past it
 COLUMNS = [
