@@ -12,7 +12,7 @@ import gc
 import inspect
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -104,7 +104,7 @@ def working_sources(impl: Impl, working_impl: str) -> dict[str, str]:
     return {f"{m}.py": inspect.getsource(impl.module(m)) for m in REQUIRED_MODULES}
 
 
-def make_reward_model(folder: Path, task: str = "sentiment", zero_head: bool = False, record: bool = True) -> Path:
+def _make_reward_model(folder: Path, task: str = "sentiment", zero_head: bool = False, record: bool = True) -> Path:
     """A reward-model folder as train_reward_model.py writes one, made without training: the tiny policy's
     weights in a GPT2ForSequenceClassification with one label (a new score head, seeded), its tokenizer,
     and a reward_model.json for ``task`` (unless not ``record``) whose score_mean and score_std are the raw
@@ -141,6 +141,13 @@ def make_reward_model(folder: Path, task: str = "sentiment", zero_head: bool = F
 
 
 @pytest.fixture(scope="session")
+def make_reward_model() -> Callable[..., Path]:
+    """:func:`_make_reward_model`, for tests that need a folder of their own (a fixture: a test module
+    cannot import this file, whose module name tests/instructor/conftest.py shares)."""
+    return _make_reward_model
+
+
+@pytest.fixture(scope="session")
 def reward_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A reward-model folder for the tiny preset's sentiment task (see :func:`make_reward_model`)."""
-    return make_reward_model(tmp_path_factory.mktemp("reward_model"))
+    """A reward-model folder for the tiny preset's sentiment task (see :func:`_make_reward_model`)."""
+    return _make_reward_model(tmp_path_factory.mktemp("reward_model"))

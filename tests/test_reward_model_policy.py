@@ -2,7 +2,7 @@
 two-step runs on the tiny preset at both levels, the proof that the task's reward (reward/gold) never
 reaches the update, the rows a reward model reads, and the one-line errors of a bad folder. The runs
 need a finished rl/reward_model.py (task 13); the reward-model folders are made without training
-(tests/conftest.py's make_reward_model)."""
+(the make_reward_model fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 from _runs import _impl_folder, _metrics, run_script
-from conftest import make_reward_model
 from test_scripts import _readme_tags
 
 from rlhf_practice.config import DPOConfig, GRPOConfig, PPOConfig, TokenGRPOConfig, TokenPPOConfig, field_bound
@@ -125,7 +124,9 @@ def test_runs_log_the_proxy_and_the_gold_reward(
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("algorithm", "level"), RUNS)
-def test_the_update_never_sees_the_gold_reward(tmp_path: Path, capsys, request, algorithm: str, level: str) -> None:
+def test_the_update_never_sees_the_gold_reward(
+    tmp_path: Path, capsys, request, make_reward_model, algorithm: str, level: str
+) -> None:
     """A reward model that scores every reply 0: the update sees rewards that are all 0, so the advantages
     are 0 and the policy does not move (kl/ref stays 0 at step 2), while the task's reward (reward/gold)
     varies. Were the gold reward to reach the update, the policy would move. PPO's sequence level runs
