@@ -80,9 +80,9 @@ def _reward_model(job: dict) -> float:
     dropped), each reply scored at its last real token (by the attention mask; the key's get_reward,
     written out here: this tree holds no rl/ file). The share of pairs whose chosen reply scores higher."""
     import torch
-    from transformers import GPT2ForSequenceClassification
 
     from rlhf_practice.config import RewardModelConfig, preset_config
+    from rlhf_practice.learned_reward import LearnedReward, check_reward_model
     from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
     from rlhf_practice.preferences import PairData, rank_pairs
     from rlhf_practice.sampling import Sampler
@@ -92,7 +92,7 @@ def _reward_model(job: dict) -> float:
     config = preset_config(RewardModelConfig, "tiny")
     task = build_task(config)
     tokenizer = load_tokenizer("tiny")
-    model = GPT2ForSequenceClassification.from_pretrained(job["path"]).eval()
+    model = LearnedReward.load(check_reward_model(job["path"], "sentiment"), tokenizer, torch.device("cpu")).model
     if model.config.num_labels != 1 or sum(p.numel() for p in model.parameters()) > 2_000_000:
         raise ValueError("not a one-label reward model of the tiny preset's size")
     policy = PolicyValueModel.from_pretrained("tiny", "cpu")

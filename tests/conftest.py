@@ -142,8 +142,8 @@ def _make_reward_model(folder: Path, task: str = "sentiment", zero_head: bool = 
 
 @pytest.fixture(scope="session")
 def make_reward_model() -> Callable[..., Path]:
-    """:func:`_make_reward_model`, for tests that need a folder of their own (a fixture: a test module
-    cannot import this file, whose module name tests/instructor/conftest.py shares)."""
+    """:func:`_make_reward_model`, for tests that need a folder of their own (a fixture: ``import conftest``
+    in a test module may find another conftest.py of the suite, which shares the module name)."""
     return _make_reward_model
 
 
