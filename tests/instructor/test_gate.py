@@ -157,6 +157,7 @@ def test_the_rm_judge_measures_pair_accuracy_and_refuses_other_models(tmp_path: 
     from transformers import GPT2ForSequenceClassification
 
     from instructor import judge_child
+    from rlhf_practice.errors import ModelLoadError
     from rlhf_practice.modeling import TINY_MODEL_DIR
 
     rm = next(g for g in GATES if g.name == "rm")
@@ -167,5 +168,5 @@ def test_the_rm_judge_measures_pair_accuracy_and_refuses_other_models(tmp_path: 
     job = {"name": "rm", "kind": "rm", "path": str(tmp_path / "untrained"), "seed": 12345, "prompts": 64}
     assert 0.25 < judge_child._reward_model(job) < 0.75
     GPT2ForSequenceClassification.from_pretrained(TINY_MODEL_DIR, num_labels=2).save_pretrained(tmp_path / "two")
-    with pytest.raises(ValueError, match="one-label"):
+    with pytest.raises(ModelLoadError, match="num_labels=1"):
         judge_child._reward_model({**job, "path": str(tmp_path / "two")})
