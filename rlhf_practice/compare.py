@@ -8,7 +8,8 @@
 Each argument is a run folder (one with a ``metrics.csv``) or a folder of run folders. The figure
 draws against the step (``--x time``: against the seconds since the run started, ``time/elapsed_s``,
 since a step is different work in each algorithm), lightly smoothed (``--smooth``), one panel per
-quantity in :data:`PANELS` that at least one of the runs logged: ``reward/mean``, the verifiable
+quantity in :data:`PANELS` that at least one of the runs logged: ``reward/mean``, ``reward/gold`` (a
+run against a learned reward model, task 13: the task's own reward beside the model's), the verifiable
 tasks' ``accuracy/heldout``, ``reward/format`` and ``reward/answer``, ``kl/ref`` (every run:
 KL to the frozen reference, nats per reply), DPO's ``rewards/margins``, ``rewards/accuracies`` and
 ``logps/chosen`` with ``logps/rejected`` (dashed) on its training pairs, ``policy/entropy`` (nats per
@@ -58,6 +59,7 @@ class Panel:
 
 PANELS = [
     Panel("reward/mean", "reward/mean (higher is better)"),
+    Panel("reward/gold", "reward/gold (--reward_model): the task's own reward, which the update never sees"),
     Panel("accuracy/heldout", "accuracy/heldout (sort, add): greedy exact match on held-out prompts"),
     Panel("reward/format", "reward/format (add): share of the answer tags in place"),
     Panel("reward/answer", "reward/answer (add): share of replies with the right sum"),
