@@ -117,8 +117,9 @@ def _(fn, ex):
             expected = model.score(hidden)[0, -1, 0].double()
         if int(positions[i]) != n - 1 or abs(scores[i].item() - expected.item()) > 1e-4:
             return (
-                f"row {i} (last real token at position {n - 1}): score {scores[i].item():.4g} at position "
-                f"{int(positions[i])}, but the score head gives {expected.item():.4g} there"
+                f"row {i}: its last real token is at position {n - 1}, where the score head gives "
+                f"{expected.item():.4g}; you returned sequence_lengths {int(positions[i])} and final_scores "
+                f"{scores[i].item():.4g} (both must point at position {n - 1})"
             )
     return None
 
