@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo", "token_level", "lecture", "dpo" or "reward_model": the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", "token_level", "lecture", "dpo", "reward_model" or "after_grpo": the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
     # A tiny valid input, enough to tell a stub from an implementation (:func:`probe_args`): its arguments,
@@ -100,6 +100,12 @@ GRADED: tuple[GradedFunction, ...] = (
     # Task 13, a reward model learned from preference pairs; points on top as well.
     GradedFunction("get_reward", "reward_model", "§13.2", 10.0, _score_batch),
     GradedFunction("reward_loss", "reward_model", "§13.3", 10.0, (TWO, TWO[::-1])),
+    # Task 14, after GRPO: the baselines, ratios and filters of RLOO, DAPO, GSPO and CISPO; points on top as well.
+    GradedFunction("compute_rloo_advantages", "after_grpo", "§14.2", 10.0, (TWO, 2)),
+    GradedFunction("clip_higher_loss", "after_grpo", "§14.3", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.2, 0.28, 0.04, "grpo", 2)),
+    GradedFunction("gspo_loss", "after_grpo", "§14.4", 10.0, (ROW, ROW, ROW, [1.0], MASK, 3e-4, 4e-4, 0.04)),
+    GradedFunction("cispo_loss", "after_grpo", "§14.5", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.28, 0.04)),
+    GradedFunction("filter_groups", "after_grpo", "§14.6", 5.0, ([1.0, 0.0], 2)),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
@@ -181,6 +187,10 @@ class Impl:
     @property
     def reward_model(self) -> ModuleType:
         return self.module("reward_model")
+
+    @property
+    def after_grpo(self) -> ModuleType:
+        return self.module("after_grpo")
 
     def check_implemented(self, module: str) -> None:
         """Call each graded function of ``module`` on a tiny input: an unfinished stub raises
