@@ -24,6 +24,7 @@
     python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
     python scripts/experiments.py overoptimization   # task 13: PPO against reward models of few / many pairs, beta 0 / > 0
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
+    python scripts/experiments.py estimators --task sort   # task 14: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, DAPO (--task add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
     python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
@@ -57,6 +58,14 @@ seconds; one torch thread unless OMP_NUM_THREADS says otherwise), with --extra r
 "final" is the mean of the last 10 % of held-out evaluations, "epochs to 0.5" the first evaluation
 at or above 0.5, "tied groups" the share of an epoch's prompts whose replies all got the same reward
 (their centered deltas are 0); the curves go to --out (runs/experiments/ by default).
+
+Task 14's ``estimators`` runs ``train_grpo.py --level token`` on ``--task sort`` or ``--task add`` (add with
+``--warmup_steps 150``: without a warm-up no reply is ever right, checkpoint 11c) once per method, each
+method only its own flags (ESTIMATORS), every other setting the task's default. "mean
+frac_reward_zero_std" is the mean over steps of the share of trained groups whose rewards all tie;
+"generate s" the seconds spent sampling replies (time/generate_s summed: dynamic sampling's extra
+rounds show there); "gen batches" the mean rounds of generation per step. It also draws the curves of
+every method (mean over seeds) to --out (estimators-<task>.png).
 
 Task 13's experiments (a reward model trained first, then the policy against it) are written in
 ``scripts/overoptimization.py``, whose docstring says what their columns mean.
@@ -105,7 +114,7 @@ REWARD_MODEL = ("overoptimization", "rm_vs_dpo")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
-# "reach_s" (seconds until then), "min", "step1" (the first step's value), "median20" (the median of the
+# "reach_s" (seconds until then), "sum" (over all steps), "min", "step1" (the first step's value), "median20" (the median of the
 # first 20 steps), "negative" (how many steps are below 0), "maxabs" (the largest |value|), "wall"
 # (the run's wall time; train_dpo.py's pair building not included), "pairs" (train_dpo.py's seconds
 # building preference pairs), "trainable" (summary.json's trainable_percent: the share of the parameters
@@ -156,6 +165,10 @@ COLUMNS = {
     "KL to the start, end": ("", "kl_end"),
     "pair building s": ("", "pairs"),
     "wall s": ("", "wall"),
+    "generate s": ("time/generate_s", "sum"),
+    "mean frac_reward_zero_std": ("frac_reward_zero_std", "mean"),
+    "mean clip_ratio/region_mean": ("clip_ratio/region_mean", "mean"),
+    "mean gen batches": ("dynamic_sampling/gen_batches", "mean"),
     "trainable %": ("", "trainable"),
 }
 EVERY_REPLY = ["--sample_every", "1", "--num_logged_samples", "64"]  # samples.jsonl then holds every reply
@@ -199,6 +212,28 @@ THREE = [
     grpo("--level", "token"),
     dpo(label="DPO (offline pairs)"),
 ]
+
+# Task 14: each method with only its own flags (train_grpo.py --level token; the task's defaults otherwise).
+CLIP_HIGHER = ["--grpo_clip_range_high", "0.28"]  # DAPO's epsilon_high (epsilon_low stays 0.2)
+ESTIMATORS = [
+    grpo(label="GRPO"),
+    grpo("--advantage", "dr_grpo", "--loss_type", "dr_grpo", label="Dr. GRPO"),
+    grpo("--advantage", "rloo", label="RLOO"),
+    grpo(
+        "--importance_sampling_level",
+        "sequence",
+        "--grpo_clip_range",
+        "3e-4",
+        "--grpo_clip_range_high",
+        "4e-4",
+        label="GSPO",
+    ),
+    grpo("--loss_type", "cispo", label="CISPO"),
+    grpo(*CLIP_HIGHER, label="clip-higher only"),
+    grpo(*CLIP_HIGHER, "--dynamic_sampling", "--loss_type", "dapo", label="DAPO"),
+]
+ESTIMATOR_TASKS = {"sort": [], "add": ["--warmup_steps", "150"]}  # add learns nothing without a warm-up (11c)
+CURVES = ("accuracy/heldout", "policy/entropy", "frac_reward_zero_std", "response/length")
 
 # name: ([(row label, algorithm, flags)], columns)
 EXPERIMENTS = {
@@ -349,6 +384,20 @@ EXPERIMENTS = {
         [dpo(label="DPO --rounds 1 (offline pairs)"), dpo("--rounds", "2")],
         ["first reward", "final reward", "final kl/ref", *DPO_PAIRS, "pair building s", "wall s"],
     ),
+    "estimators": (
+        ESTIMATORS,
+        [
+            "final held-out",
+            "held-out steps to 0.8",
+            "final policy/entropy",
+            "mean frac_reward_zero_std",
+            "mean clip_ratio/region_mean",
+            "final response/length",
+            "mean gen batches",
+            "generate s",
+            "wall s",
+        ],
+    ),
     "lora": (
         [
             grpo(label="GRPO (full fine-tuning, learning_rate 2e-4)"),
@@ -361,9 +410,16 @@ EXPERIMENTS = {
 
 
 def run_once(
-    algorithm: str, flags: list[str], seed: int, impl: str, extra: list[str], kl_end: bool = False
+    algorithm: str,
+    flags: list[str],
+    seed: int,
+    impl: str,
+    extra: list[str],
+    kl_end: bool = False,
+    curves: dict[str, list] | None = None,
 ) -> dict[str, float | None]:
-    """One run of ``train_<algorithm>.py``; with ``kl_end``, also :func:`kl_to_start` of its final policy."""
+    """One run of ``train_<algorithm>.py``; with ``kl_end``, also :func:`kl_to_start` of its final policy;
+    with ``curves``, each tag of :data:`CURVES` the run logs is added to it as (steps, values)."""
     with tempfile.TemporaryDirectory() as tmp:
         args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", "run"]
         if algorithm == "dpo":  # pairs built in this run's folder: each run builds (and times) its own
@@ -376,6 +432,11 @@ def run_once(
             print(last[0], file=sys.stderr)
             sys.exit(proc.returncode)
         out = figures(Path(tmp) / "run", flags + extra)
+        if curves is not None:
+            run = load_run(Path(tmp) / "run")
+            for tag in CURVES:
+                if tag in run.metrics:
+                    curves[tag] = (run.steps_of(tag), run.metrics[tag])
         if kl_end:
             out["KL to the start, end"] = kl_to_start(Path(tmp) / "run", algorithm, args)
         return out
@@ -441,6 +502,8 @@ def figures(folder: Path, flags: list[str]) -> dict[str, float | None]:
             out[column] = max(values) if how == "max" else min(values)
         elif how == "mean":
             out[column] = sum(values) / len(values)
+        elif how == "sum":
+            out[column] = sum(values)
         elif how == "negative":
             out[column] = sum(v < 0 for v in values)
         elif how == "maxabs":
@@ -655,9 +718,15 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--impl", default=os.environ.get("RLHF_IMPL", "student"), help="the scripts' --impl")
     parser.add_argument(
-        "--out", type=Path, default=ROOT / "runs" / "experiments", help="folder for the lecture's curves"
+        "--out",
+        type=Path,
+        default=ROOT / "runs" / "experiments",
+        help="folder for the curves (the lecture's; estimators-<task>.png)",
     )
     parser.add_argument("--rows", nargs="+", default=[], help="run only the rows whose label contains one of these")
+    parser.add_argument(
+        "--task", choices=sorted(ESTIMATOR_TASKS), default="sort", help="estimators only: the task it compares on"
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
     if args.experiment in LECTURE:
@@ -678,18 +747,58 @@ def main() -> None:
 
     runs_spec, columns = EXPERIMENTS[args.experiment]
     kl_end = "KL to the start, end" in columns
-    rows = []
+    estimators = args.experiment == "estimators"
+    extra = (
+        ["--task", args.task, "--level", "token", *ESTIMATOR_TASKS[args.task], *args.extra]
+        if estimators
+        else args.extra
+    )
+    rows, curves = [], []
     for label, algorithm, flags in runs_spec:
         if args.rows and not any(text in label for text in args.rows):
             continue
-        runs = []
+        runs, row_curves = [], []
         for seed in args.seeds:
             print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
-            runs.append(run_once(algorithm, flags, seed, args.impl, args.extra, kl_end))
+            row_curves.append({})
+            runs.append(run_once(algorithm, flags, seed, args.impl, extra, kl_end, row_curves[-1]))
             this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]], _reach(c)).split(' [')[0]}" for c in columns)
             print(f"  {this_seed}", file=sys.stderr)
         rows.append([label, *(_cell([r[c] for r in runs], _reach(c)) for c in columns)])
-    print_table(args.experiment, args.seeds, columns, rows)
+        curves.append((label, row_curves))
+    name = f"{args.experiment} --task {args.task}" if estimators else args.experiment
+    print_table(name, args.seeds, columns, rows)
+    if estimators:
+        path = args.out / f"estimators-{args.task}.png"
+        plot_methods(curves, path, f"train_grpo.py --level token --task {args.task}: mean over seeds {args.seeds}")
+        print(f"\ncurves: {path}", file=sys.stderr)
+
+
+def plot_methods(curves: list[tuple[str, list[dict[str, tuple[list, list]]]]], path: Path, title: str) -> None:
+    """One panel per tag of :data:`CURVES`, one line per method: the mean over its seeds at each step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 4))
+    for ax, tag in zip(axes, CURVES):
+        for label, runs in curves:
+            series = [run[tag] for run in runs if tag in run]
+            if not series:
+                continue
+            steps = series[0][0]
+            length = min(len(values) for _, values in series)
+            mean = [sum(values[i] for _, values in series) / len(series) for i in range(length)]
+            ax.plot(steps[:length], mean, label=label)
+        ax.set_title(tag)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
