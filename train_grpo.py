@@ -122,7 +122,8 @@ def sample_groups(
         prompts = [p for _, batch, *_ in kept for p in batch][rows]
         replies = [r for *_, batch, _ in kept for r in batch][rows]
         rewards = torch.cat([r for *_, r in kept])[rows]
-    # else: no group was kept in any batch: the last batch trains unfiltered (its advantages are all 0)
+    # else: no group was kept in any batch: the last batch trains unfiltered (each of its groups is all
+    # right or all wrong; partial credit in the reward may still tell the replies apart)
     stats = {
         "dynamic_sampling/gen_batches": torch.tensor(float(rounds), device=rewards.device),
         "dynamic_sampling/groups_dropped": torch.tensor(
