@@ -414,8 +414,38 @@ class TokenGRPOConfig(GRPOConfig):
     """Token level: mu, updates on each batch of replies (the ratio moves away from 1 from the second one on)."""
     grpo_num_minibatches: int = setting(1, POSITIVE)
     """Token level: split the B * K replies into this many minibatches per iteration."""
-    loss_type: str = setting("grpo", one_of("grpo", "dapo", "dr_grpo"))
-    """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens) or "dr_grpo" (sum / (N * max_new_tokens))."""
+    loss_type: str = setting("grpo", one_of("grpo", "dapo", "dr_grpo", "cispo"))
+    """Token level: "grpo" (token mean per reply, then over replies), "dapo" (mean over all tokens), "dr_grpo" (sum / (N * max_new_tokens)) or "cispo" (capped, stopped weights)."""
+    advantage: str = setting("grpo", one_of("grpo", "dr_grpo", "rloo"))
+    """Token level: "grpo" (reply minus group mean, / std if normalize_advantages), "dr_grpo" (no std) or "rloo" (minus the mean of the other K - 1; no std). normalize_advantages applies to "grpo" only."""
+    importance_sampling_level: str = setting("token", one_of("token", "sequence"))
+    """Token level: "token" (one ratio per token) or "sequence" (GSPO: one ratio per reply, the geometric mean of its token ratios); "sequence" needs loss_type "grpo"."""
+    grpo_clip_range_high: float | None = setting(
+        None,
+        Bound(
+            rule=lambda v: v is None or v > 0,
+            text="None or > 0",
+            hint="must be > 0 (DAPO: 0.28); None clips at 1 + grpo_clip_range",
+        ),
+    )
+    """Token level: the ratio's ceiling is 1 + this (DAPO's clip-higher: 0.28), the weight's cap for "cispo"; None = grpo_clip_range on both sides."""
+    dynamic_sampling: bool = False
+    """Token level, sort/add: train only on groups whose replies differ in exact correctness, sampling more prompts to refill (DAPO); none kept: the last batch, unfiltered."""
+    max_num_gen_batches: int = setting(4, POSITIVE)
+    """Token level, with dynamic_sampling: at most this many batches of train_batch_size prompts are sampled per step."""
+
+    def after_grpo_functions(self) -> list[str]:
+        """The functions of rl/after_grpo.py (task 14) that a run with these settings calls; [] for plain GRPO-clip."""
+        used = {
+            "compute_rloo_advantages": self.advantage == "rloo",
+            "cispo_loss": self.loss_type == "cispo",
+            "gspo_loss": self.importance_sampling_level == "sequence" and self.loss_type != "cispo",
+            "clip_higher_loss": self.grpo_clip_range_high is not None
+            and self.loss_type != "cispo"
+            and self.importance_sampling_level == "token",
+            "filter_groups": self.dynamic_sampling,
+        }
+        return [name for name, needed in used.items() if needed]
 
     def relations(self) -> list[Relation]:
         rows = self.replies_per_step()
@@ -426,6 +456,25 @@ class TokenGRPOConfig(GRPOConfig):
                 "grpo_num_minibatches",
                 self.grpo_num_minibatches,
                 f"must divide the {rows} replies per step",
+            ),
+            (
+                self.importance_sampling_level == "token" or self.loss_type == "grpo",
+                "importance_sampling_level",
+                self.importance_sampling_level,
+                f"(GSPO) averages one term per reply, which loss_type={self.loss_type!r} does not; "
+                "drop --loss_type (grpo) or --importance_sampling_level",
+            ),
+            (
+                not self.dynamic_sampling or self.task != "sentiment",
+                "dynamic_sampling",
+                self.dynamic_sampling,
+                "keeps groups by exact correctness, which the sentiment task has not; use --task sort or add",
+            ),
+            (
+                not self.dynamic_sampling or not self.reward_model,
+                "dynamic_sampling",
+                self.dynamic_sampling,
+                "filters on the task's correctness, which a run with --reward_model must never see; drop one of them",
             ),
         ]
 

@@ -118,6 +118,25 @@ class Generation:
         ids = self.response_ids.masked_fill(self.response_mask == 0, tokenizer.pad_token_id)
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
 
+    @staticmethod
+    def cat(generations: Sequence[Generation], pad_token_id: int) -> Generation:
+        """The rows of ``generations`` in order, as one: prompts left-padded and replies right-padded
+        with ``pad_token_id`` to the widest of each (attention and response mask 0 there), so each row's
+        real tokens, their positions and so their log-probs are those of its own generation."""
+        if len({g.temperature for g in generations}) > 1:
+            raise ValueError("Generation.cat: the generations were sampled at different temperatures.")
+        prompt_length = max(g.prompt_length for g in generations)
+        width = max(g.response_mask.shape[1] for g in generations)  # T
+        sequences, attention, response = [], [], []
+        for g in generations:
+            left, right = prompt_length - g.prompt_length, width - g.response_mask.shape[1]
+            sequences.append(F.pad(g.sequences, (left, right), value=pad_token_id))
+            attention.append(F.pad(g.attention_mask, (left, right), value=0))
+            response.append(F.pad(g.response_mask, (0, right), value=0))
+        return Generation(
+            torch.cat(sequences), torch.cat(attention), torch.cat(response), prompt_length, generations[0].temperature
+        )
+
 
 @dataclass
 class SequenceOutputs:

@@ -43,11 +43,22 @@ LAYOUT = {
         "reward/gold",
         "reward/std",
         "reward/group_std",
+        "frac_reward_zero_std",
         "accuracy/heldout",
         "reward/format",
         "reward/answer",
     ],
-    "2 KL": ["kl/ref", "kl/beta", "kl/approx", "kl/k3", "ppo/clip_frac", "ppo/ratio_mean"],
+    "2 KL": [
+        "kl/ref",
+        "kl/beta",
+        "kl/approx",
+        "kl/k3",
+        "ppo/clip_frac",
+        "ppo/ratio_mean",
+        "clip_ratio/low_mean",
+        "clip_ratio/high_mean",
+        "clip_ratio/region_mean",
+    ],
     "3 losses": [
         "loss/policy",
         "loss/policy_before_update",
@@ -65,6 +76,8 @@ LAYOUT = {
         "policy/entropy",
         "response/length",
         "response/distinct",
+        "dynamic_sampling/gen_batches",
+        "dynamic_sampling/groups_dropped",
     ],
     "5 warm-up (sort, add)": ["warmup/loss", "warmup/accuracy"],
     "6 DPO (training pairs)": [
@@ -157,6 +170,13 @@ def rollout_stats(
     if group_size:
         stats["reward/group_std"] = rewards.view(-1, group_size).std(dim=1).mean()
     return stats
+
+
+def frac_reward_zero_std(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``frac_reward_zero_std`` (TRL's name): the share of the groups of ``group_size`` replies whose
+    rewards all tie (zero std, so zero advantage: no learning signal). rewards: (N,) with N = B * K."""
+    grouped = rewards.view(-1, group_size)
+    return (grouped == grouped[:, :1]).all(dim=1).float().mean()
 
 
 def k3_per_reply(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

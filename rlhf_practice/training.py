@@ -556,11 +556,17 @@ def start_accelerator(config: TrainConfig) -> tuple[Accelerator, torch.device]:
 
 def check_process_count(config: TrainConfig, processes: int) -> None:
     """ConfigError unless the prompts (and minibatches) of a step split evenly over ``processes``
-    (raised by every process alike, before any of them waits for another). train_reward_model.py: one process."""
+    (raised by every process alike, before any of them waits for another). train_reward_model.py and
+    train_grpo.py --dynamic_sampling: one process."""
     if config.algorithm == "rm" and processes > 1:
         raise ConfigError(
             f"train_reward_model.py runs in one process, not {processes}; start it with python, "
             "not torchrun or accelerate launch."
+        )
+    if getattr(config, "dynamic_sampling", False) and processes > 1:
+        raise ConfigError(
+            f"dynamic_sampling=True runs in one process, not {processes} (each would keep a different number of "
+            "groups); start it with python, not torchrun or accelerate launch, or drop --dynamic_sampling."
         )
     if config.train_batch_size % processes:
         raise ConfigError(
@@ -628,6 +634,9 @@ def start_run(config: TrainConfig) -> TrainingRun:
     impl.check_implemented("reward_model" if config.algorithm == "rm" else config.algorithm)  # its student file
     if config.level == "token":
         impl.check_implemented("token_level")
+    after_grpo = config.after_grpo_functions() if hasattr(config, "after_grpo_functions") else []
+    if after_grpo:  # task 14: only the functions these settings call (a plain run never opens after_grpo.py)
+        impl.check_implemented("after_grpo", after_grpo)
     reward_model = getattr(config, "reward_model", "")  # train_ppo.py and train_grpo.py only
     if reward_model:
         impl.check_implemented("reward_model")

@@ -141,11 +141,29 @@ BAD_VALUES = [
     (TokenGRPOConfig, {"grpo_num_minibatches": 3}, "grpo_num_minibatches=3 must divide the 64 replies per step"),
     (TokenPPOConfig, {"ppo_num_minibatches": 5}, "train_batch_size=64 must be divisible by ppo_num_minibatches (5)"),
     (GRPOConfig, {"max_grad_norm": 0.0}, "max_grad_norm=0.0 must be > 0"),
+    (TokenGRPOConfig, {"advantage": "ppo"}, "advantage='ppo' is unknown"),
+    (TokenGRPOConfig, {"importance_sampling_level": "reply"}, "importance_sampling_level='reply' is unknown"),
+    (TokenGRPOConfig, {"grpo_clip_range_high": 0.0}, "grpo_clip_range_high=0.0 must be > 0 (DAPO: 0.28)"),
+    (TokenGRPOConfig, {"grpo_clip_range_high": float("inf")}, "grpo_clip_range_high=inf must be a finite number"),
+    (TokenGRPOConfig, {"max_num_gen_batches": 0}, "max_num_gen_batches=0 must be a positive integer"),
+    (
+        TokenGRPOConfig,
+        {"importance_sampling_level": "sequence", "loss_type": "cispo"},
+        "importance_sampling_level='sequence' (GSPO) averages one term per reply, which loss_type='cispo' does not",
+    ),
+    (TokenGRPOConfig, {"dynamic_sampling": True}, "dynamic_sampling=True keeps groups by exact correctness"),
+    (
+        TokenGRPOConfig,
+        {"dynamic_sampling": True, "task": "sort", "reward_model": "rm"},
+        "dynamic_sampling=True filters on the task's correctness",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("cls", "change", "message"), BAD_VALUES, ids=[f"{k}={v}" for _, c, _ in BAD_VALUES for k, v in c.items()]
+    ("cls", "change", "message"),
+    BAD_VALUES,
+    ids=[",".join(f"{k}={v}" for k, v in c.items()) for _, c, _ in BAD_VALUES],
 )
 def test_each_bad_value_has_its_message(cls, change, message) -> None:
     config = preset_config(cls, "tiny")
@@ -171,6 +189,7 @@ def _bounded_fields(config: object, prefix: str = "") -> list[tuple[str, object,
 # A bad value for each bound given as a rule.
 RULE_BREAKERS = {"impl": "  ", "device": "gpu", "run_name": "a/b", "pairs_file": "pairs.txt", "lora_target_modules": []}
 RULE_BREAKERS["reward_model"] = "  "  # train_ppo.py / train_grpo.py: blank (the folder is checked at start-up)
+RULE_BREAKERS["grpo_clip_range_high"] = -0.1  # train_grpo.py --level token: None or > 0
 
 
 def _just_outside(bound: Bound, is_int: bool, name: str) -> list[object]:

@@ -77,3 +77,11 @@ class Task(ABC):
         """The correct reply to each prompt (without EOS), for the warm-up and exact match; None if the
         task has no single correct reply (the default)."""
         return None
+
+    def correct(self, prompts: Sequence[str], replies: Sequence[str]) -> torch.Tensor | None:
+        """FloatTensor (N,): 1 where the reply is exactly the prompt's correct reply (the exact match that
+        ``accuracy/heldout`` counts), else 0; None for a task without one correct reply (sentiment)."""
+        solutions = self.solutions(prompts)
+        if solutions is None:
+            return None
+        return torch.tensor([float(r == s) for r, s in zip(replies, solutions)], dtype=torch.float32)
