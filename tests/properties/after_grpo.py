@@ -243,6 +243,24 @@ def _(fn, ex):
 
 @law(
     "clip_higher_loss",
+    "dr_grpo_divides_by_max_tokens",
+    "with loss_type 'dr_grpo' the loss is divided by N * max_tokens: doubling max_tokens halves it",
+    _losses,
+)
+def _(fn, ex):
+    a = fn(*_args(ex, CLIP_HIGHER, loss_type="dr_grpo"))
+    b = fn(*_args(ex, CLIP_HIGHER, loss_type="dr_grpo", max_tokens=2 * ex["max_tokens"]))
+    if bad := _number(a) or _number(b):
+        return bad
+    return (
+        None
+        if close(b, a.detach() / 2)
+        else f"{got(b)} at max_tokens {2 * ex['max_tokens']}, {fmt(a)} at {ex['max_tokens']}"
+    )
+
+
+@law(
+    "clip_higher_loss",
     "constants_carry_no_gradient",
     "no gradient reaches old_logprobs, ref_logprobs or advantages: they are constants of the loss",
     _losses,
