@@ -7,7 +7,7 @@ import torch
 from instructor.book.after_grpo._shared import (
     _own,
 )
-from instructor.cases import DTYPES, _adder, _name, _perm, _show, cases_of
+from instructor.cases import DTYPES, _adder, _name, _show, cases_of
 from instructor.mistakes import right, wrong
 
 # ================ filter_groups (TASKS.md §14.6) ====================================================================
@@ -37,8 +37,8 @@ def filter_groups_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
     add = _adder(key, cases, "filter_groups", fresh)
     correct, example = torch.tensor(BOOK_CORRECT), "the 4 x 3 task-book example"
-    if fresh:
-        order = _perm(g, 4)
+    if fresh:  # rolled, never the book's order: a hidden case never has a published case's inputs
+        order = torch.arange(4).roll(int(torch.randint(1, 4, (), generator=g)))
         correct = correct.view(4, 3)[order].reshape(-1)
         example = f"the 4 x 3 task-book example with its groups in another order ({_show(correct)})"
     add(
@@ -56,30 +56,31 @@ def filter_groups_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     # B == K: a grouping of (K, B) returns the right shape, so only the values tell it
     square = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0])
     if fresh:
-        square = square.view(3, 3)[_perm(g, 3)].reshape(-1)
+        square = square.view(3, 3)[torch.arange(3).roll(int(torch.randint(1, 3, (), generator=g)))].reshape(-1)
     add("square", f"filter_groups on 3 groups of 3 ({_show(square)})", [("correct", square), ("group_size", 3)])
+    odd = (5, 3)  # the odd reply of each group
+    if fresh:  # other positions than the published ones
+        odd = tuple((o + int(torch.randint(1, 16, (), generator=g))) % 16 for o in odd)
     rare = torch.zeros(32)
-    rare[[5, 16 + 3]] = 1.0
+    rare[[odd[0], 16 + odd[1]]] = 1.0
     rare[16:] = 1.0 - rare[16:]
-    if fresh:
-        rare = torch.zeros(32)
-        rare[int(torch.randint(0, 16, (), generator=g))] = 1.0
-        rare[16 + int(torch.randint(0, 16, (), generator=g))] = 1.0
-        rare[16:] = 1.0 - rare[16:]
     add(
         "one_odd_reply_in_16",
-        "filter_groups on 2 groups of 16, each with one reply unlike the other 15 (one right among 16 wrong ones, "
-        "one wrong among right ones): both are kept",
+        "filter_groups on 2 groups of 16, each with one reply unlike the other 15 (one right among 15 wrong ones, "
+        "one wrong among 15 right ones): both are kept",
         [("correct", rare), ("group_size", 16)],
     )
+    single = torch.tensor([1.0, 0.0, 1.0])
+    if fresh:  # 4 to 6 replies, not the published 3
+        single = (torch.rand(int(torch.randint(4, 7, (), generator=g)), generator=g) < 0.5).float()
     add(
         "group_size_1",
         "filter_groups with group_size=1 (a group of one reply never differs: none is kept)",
-        [("correct", torch.tensor([1.0, 0.0, 1.0])), ("group_size", 1)],
+        [("correct", single), ("group_size", 1)],
     )
     rng = g if fresh else _own(1406)
     for dtype in (*DTYPES, torch.bool):
-        for num_prompts, group_size in ((2, 4), (5, 3), (8, 8)):
+        for num_prompts, group_size in ((3, 4), (5, 3), (8, 8)):
             correct = _groups(rng, num_prompts, group_size)
             add(
                 f"random_{_name(dtype)}_B{num_prompts}_K{group_size}",
