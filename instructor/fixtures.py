@@ -46,7 +46,9 @@ TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
 
 
 def largest(t: torch.Tensor) -> float:
-    """max|t| over its finite values; 0 for an empty tensor."""
+    """max|t| over its finite values; 0 for an empty tensor. A bool or integer tensor (filter_groups returns bool)
+    counts as its values."""
+    t = t if t.is_floating_point() else t.double()
     finite = t[torch.isfinite(t)]
     return finite.abs().max().item() if finite.numel() else 0.0
 

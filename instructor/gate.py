@@ -66,8 +66,9 @@ class Gate:
     steps: int  # the step budget (the lecture: epochs)
     bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)
     points: float = 10.0
-    # What the judge measures: "sentiment" (the saved policy's mean reward), "lecture" (its held-out exact-sort
-    # accuracy) or "rm" (the saved reward model's accuracy on the judge's own preference pairs).
+    # What the judge measures: "sentiment" (the saved policy's mean reward), "sort" (its mean sort reward, the sort
+    # task's tiny model), "lecture" (its held-out exact-sort accuracy) or "rm" (the saved reward model's accuracy on
+    # the judge's own preference pairs).
     judged: str = "sentiment"
 
     @property
@@ -100,6 +101,10 @@ LECTURE = ("sort_distance_reward", "compute_deltas", "compute_loss")  # the defa
 # read at the prompt's last token 0.49, at position -1 (padding) 0.79 (fails only by 0.01: the last pad
 # position has read the whole sequence too, it is the cases that catch it); the stub fails at start-up.
 RM_STEPS, RM_BAR = 60, 0.8  # gate/rm: judged pair accuracy (see above)
+# gate/after_grpo (task 14): --task sort with RLOO advantages, CISPO's loss and dynamic sampling, judged by the
+# mean sort reward of the judge's sampled replies (see above)
+AFTER_GRPO_FLAGS = ("--advantage", "rloo", "--loss_type", "cispo", "--dynamic_sampling")
+AFTER_GRPO_STEPS, AFTER_GRPO_BAR = 30, 0.35
 GATES: tuple[Gate, ...] = (
     Gate("ppo", ("train_ppo.py",), PPO, ("ppo",), steps=12, bar=0.3),
     Gate("grpo", ("train_grpo.py",), ("compute_group_advantages", "grpo_loss"), ("grpo",), steps=30, bar=0.3),
@@ -121,6 +126,15 @@ GATES: tuple[Gate, ...] = (
     ),
     Gate("lecture", ("-m", "rlhf_practice.lecture"), LECTURE, ("lecture",), steps=150, bar=0.25),
     Gate("dpo", ("train_dpo.py",), ("reply_logps", "reference_logps", "dpo_loss"), ("dpo",), steps=20, bar=0.2),
+    Gate(
+        "after_grpo",
+        ("train_grpo.py", "--level", "token", "--task", "sort", *AFTER_GRPO_FLAGS),
+        ("compute_rloo_advantages", "cispo_loss", "filter_groups", *TOKEN),
+        ("grpo", "token_level", "after_grpo"),
+        steps=AFTER_GRPO_STEPS,
+        bar=AFTER_GRPO_BAR,
+        judged="sort",
+    ),
     Gate(
         "rm",
         ("train_reward_model.py", "--pair_prompts", "512", "--normalization_samples", "64", "--eval_every", "1000"),

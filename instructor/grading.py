@@ -4,8 +4,8 @@
     python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
-tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12, ``reward_model.py`` for task 13): a copy of their
-``rlhf_practice/rl/``.
+tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12, ``reward_model.py`` for task 13, ``after_grpo.py`` for
+task 14): a copy of their ``rlhf_practice/rl/``.
 For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
 files and nothing else (no answer key, no tests), under limits on time, memory and output, in a sandbox
 (:mod:`instructor.sandbox`): it sees the interpreter, the installed packages and its own work folder,
@@ -28,7 +28,8 @@ notes (answers fitted to the published cases). In both sets, cases whose right a
 an error, count only when the function gets a non-zero answer right too.
 A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
 else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
-grpo.py, token_level.py, lecture.py, dpo.py or reward_model.py is there but is not a regular file (a symbolic link, say
+grpo.py, token_level.py, lecture.py, dpo.py, reward_model.py or after_grpo.py is there but is not a regular file (a
+symbolic link, say
 to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).
@@ -188,7 +189,8 @@ def _nonzero(expected: object) -> bool:
         return False
     if isinstance(expected, float):
         return expected != 0
-    return any(bool(e.abs().sum() > 0) for e in (expected if type(expected) is list else [expected]))
+    parts = expected if type(expected) is list else [expected]
+    return any(bool(e.double().abs().sum() > 0) for e in parts)  # double: a bool answer too (filter_groups)
 
 
 def _hidden(case: dict) -> bool:
@@ -388,8 +390,7 @@ def main(argv: list[str] | None = None) -> None:
         "submissions",
         nargs="+",
         type=Path,
-        help="folders that each hold a copy of rlhf_practice/rl/ (ppo.py, grpo.py, token_level.py, lecture.py, "
-        "dpo.py, reward_model.py)",
+        help=f"folders that each hold a copy of rlhf_practice/rl/ ({', '.join(SUBMISSION_FILES)})",
     )
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")

@@ -6,8 +6,8 @@ Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.chil
 copy in TREE: a fresh package copy with no student file in its ``rl/``, the training scripts and the tiny
 assets. JOBS lists the saved policies (weights only: safetensors, or the lecture's tensor-only state
 dict); SCORES gets {gate name: the measured number, or the error's text}: the mean sentiment reward of
-the tiny preset's replies to fixed prompts sampled with a fixed seed (the lecture: the held-out exact-sort
-accuracy; a reward model: its accuracy on the judge's own preference pairs). It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice`` only
+the tiny preset's replies to fixed prompts sampled with a fixed seed (gate/after_grpo: the mean sort reward of the
+sort task's tiny model; the lecture: the held-out exact-sort accuracy; a reward model: its accuracy on the judge's own preference pairs). It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice`` only
 from TREE.
 """
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> None:
     scores = {}
     for job in jobs:
         try:
-            judge = {"lecture": _lecture, "rm": _reward_model}.get(job["kind"], _sentiment)
+            judge = {"lecture": _lecture, "rm": _reward_model}.get(job["kind"], _task_reward)
             scores[job["name"]] = judge(job)
         except BaseException as err:
             scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
@@ -43,19 +43,20 @@ def _lecture(job: dict) -> float:
     return float(lecture.exact_sort_accuracy(lecture.heldout_prompts(config), model))
 
 
-def _sentiment(job: dict) -> float:
-    """The mean reward of the saved tiny policy's replies to job["prompts"] prompts, sampled with job["seed"]."""
+def _task_reward(job: dict) -> float:
+    """The mean reward of the saved tiny policy's replies to job["prompts"] prompts of the task job["kind"]
+    ("sentiment", or "sort": the sort task's own tiny model and reward), sampled with job["seed"]."""
     import torch
 
     from rlhf_practice.config import GRPOConfig, preset_config
-    from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+    from rlhf_practice.modeling import PolicyValueModel
     from rlhf_practice.sampling import Sampler
     from rlhf_practice.tasks import build_task
     from rlhf_practice.training import seed_everything
 
-    config = preset_config(GRPOConfig, "tiny")
+    config = preset_config(GRPOConfig, "tiny", task=job["kind"])
     task = build_task(config)
-    tokenizer = load_tokenizer("tiny")
+    tokenizer = task.load_tokenizer()
     policy = PolicyValueModel.from_pretrained(job["path"], "cpu")
     if type(policy.lm).__name__ != "GPT2LMHeadModel" or sum(p.numel() for p in policy.lm.parameters()) > 2_000_000:
         raise ValueError("not the tiny preset's model")

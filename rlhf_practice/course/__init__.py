@@ -102,14 +102,16 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("reward_loss", "reward_model", "§13.3", 10.0, (TWO, TWO[::-1])),
     # Task 14, after GRPO: the baselines, ratios and filters of RLOO, DAPO, GSPO and CISPO; points on top as well.
     GradedFunction("compute_rloo_advantages", "after_grpo", "§14.2", 10.0, (TWO, 2)),
-    GradedFunction("clip_higher_loss", "after_grpo", "§14.3", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.2, 0.28, 0.04, "grpo", 2)),
+    GradedFunction(
+        "clip_higher_loss", "after_grpo", "§14.3", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.2, 0.28, 0.04, "grpo", 2)
+    ),
     GradedFunction("gspo_loss", "after_grpo", "§14.4", 10.0, (ROW, ROW, ROW, [1.0], MASK, 3e-4, 4e-4, 0.04)),
     GradedFunction("cispo_loss", "after_grpo", "§14.5", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.28, 0.04)),
     GradedFunction("filter_groups", "after_grpo", "§14.6", 5.0, ([1.0, 0.0], 2)),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
-# (task 10), dpo.py (task 12) and reward_model.py (task 13) only for their own runs and tests
+# (task 10), dpo.py (task 12), reward_model.py (task 13) and after_grpo.py (task 14) only for their own runs and tests
 
 
 def answer_path(module: str) -> Path:
@@ -147,7 +149,7 @@ def probe_args(g: GradedFunction) -> tuple:
 
 class Impl:
     """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
-    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``), and
+    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -219,11 +221,11 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py`` and, for
-    tasks 7-9, 10, 12 and 13, ``token_level.py``, ``lecture.py``, ``dpo.py`` and ``reward_model.py`` (a copy of a
-    student's ``rlhf_practice/rl/``). The instructor's copy also takes its answer key (:func:`answer_path`); a
-    student release, which has none, says so in one line. Missing ppo.py or grpo.py is reported at once, a
-    missing token_level.py, lecture.py, dpo.py or reward_model.py when it is first needed; the modules themselves
-    are imported on first use.
+    tasks 7-9, 10, 12, 13 and 14, ``token_level.py``, ``lecture.py``, ``dpo.py``, ``reward_model.py`` and
+    ``after_grpo.py`` (a copy of a student's ``rlhf_practice/rl/``). The instructor's copy also takes its answer key
+    (:func:`answer_path`); a student release, which has none, says so in one line. Missing ppo.py or grpo.py is
+    reported at once, a missing token_level.py, lecture.py, dpo.py, reward_model.py or after_grpo.py when it is first
+    needed; the modules themselves are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})

@@ -24,8 +24,9 @@ SEEDS = (1, 2, 3)
 # Answers that a fresh input cannot change, so a hidden one may equal a published one: a count of the sort
 # rewards (whole numbers from 0 to 2n - 1: these are checked on their inputs instead), and the advantages of
 # groups of two replies, normalised (+-1/sqrt(2) whatever the rewards). All-zero answers and errors count only
-# with a non-zero right answer (instructor.grading._nonzero), so they are left out too.
-COUNTS = ("sort_distance_reward", "sort_inclusion_ordering_reward")
+# with a non-zero right answer (instructor.grading._nonzero), so they are left out too. filter_groups answers a few
+# bools: checked on its inputs as the counts are.
+COUNTS = ("sort_distance_reward", "sort_inclusion_ordering_reward", "filter_groups")
 
 
 @cache

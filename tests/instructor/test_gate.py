@@ -170,3 +170,22 @@ def test_the_rm_judge_measures_pair_accuracy_and_refuses_other_models(tmp_path: 
     GPT2ForSequenceClassification.from_pretrained(TINY_MODEL_DIR, num_labels=2).save_pretrained(tmp_path / "two")
     with pytest.raises(ModelLoadError, match="num_labels=1"):
         judge_child._reward_model({**job, "path": str(tmp_path / "two")})
+
+
+@pytest.mark.timeout(120)
+def test_the_sort_judge_measures_the_sort_reward_of_the_saved_policy(tmp_path: Path) -> None:
+    """gate/after_grpo trains --task sort, and its judge samples the sort task's prompts with the sort task's own
+    tiny model and tokenizer: the starting policy (no warm-up, no RL) stays far below the bar."""
+    import torch
+
+    from instructor import judge_child
+    from rlhf_practice.config import GRPOConfig, preset_config
+    from rlhf_practice.tasks import build_task
+
+    gate = next(g for g in GATES if g.name == "after_grpo")
+    assert gate.judged == "sort" and gate.command[gate.command.index("--task") + 1] == "sort"
+    build_task(preset_config(GRPOConfig, "tiny", task="sort")).load_policy(torch.device("cpu")).save_pretrained(
+        tmp_path / "start"
+    )
+    job = {"name": gate.name, "kind": "sort", "path": str(tmp_path / "start"), "seed": 12345, "prompts": 64}
+    assert judge_child._task_reward(job) < gate.bar - 0.1
