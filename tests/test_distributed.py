@@ -100,7 +100,8 @@ def test_two_processes_update_like_one(updates: dict[int, dict], case: str) -> N
     assert (one["processes"], two["processes"]) == (1, 2)
     # Means over each process's reply tokens, then over the processes: the 1-process value only when
     # the processes hold equally many tokens, which these replies do not (docs/GUIDE.md: per process).
-    token_means = {"policy/entropy"} | ({"ppo/clip_frac"} if case == "grpo_token" else set())
+    clip_tags = {"ppo/clip_frac", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"}
+    token_means = {"policy/entropy"} | (clip_tags if case == "grpo_token" else set())
     same = {tag: value for tag, value in one["metrics"].items() if tag not in token_means}
     assert "loss/policy" in same
     assert {tag: two["metrics"][tag] for tag in same} == pytest.approx(same, abs=METRIC_TOLERANCE)
