@@ -3,8 +3,8 @@
 With clip_range_low == clip_range_high == epsilon, clip-higher is GRPO-clip with clip_range epsilon, so the two
 functions of your files must agree: the answer key's exactly (the same operations in the same order give the same
 bits, in float32 and float64 and for all three loss types), and any implementation to within 2 ulp (two right
-ways of writing the same formula may round differently). Skipped while token_level.py's grpo_clip_loss (task 9)
-is missing or not implemented. Select with ``-k after_grpo`` or ``-k clip_higher_loss``.
+ways of writing the same formula may round differently). Fails while clip_higher_loss is a stub; skipped while
+token_level.py's grpo_clip_loss (task 9) is missing or not implemented. Select with ``-k after_grpo`` or ``-k clip_higher_loss``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,14 @@ def _ulps(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_clip_higher_loss_with_equal_ranges_is_token_level_clip(impl, dtype: torch.dtype, loss_type: str) -> None:
+    after_grpo = student_module(impl, "after_grpo")
+    try:  # an unfinished clip_higher_loss fails here, as every graded test of a stub does, whatever token_level.py holds
+        after_grpo.clip_higher_loss(*_inputs(0, 3, 4, dtype), 0.2, 0.2, 0.04, loss_type, 6)
+    except NotImplementedError:
+        pytest.fail(
+            "clip_higher_loss is not implemented yet (it raises NotImplementedError). See TASKS.md §14.3.",
+            pytrace=False,
+        )
     try:
         grpo_clip_loss = impl.module("token_level").grpo_clip_loss
         grpo_clip_loss(*_inputs(0, 3, 4, dtype), 0.2, 0.04, loss_type, 6)
@@ -50,7 +58,6 @@ def test_clip_higher_loss_with_equal_ranges_is_token_level_clip(impl, dtype: tor
         pytest.skip(
             "compares clip_higher_loss with grpo_clip_loss: finish token_level.py's grpo_clip_loss (§9.2) first"
         )
-    after_grpo = student_module(impl, "after_grpo")
     exact = impl.name == "answer"  # the key: bit for bit
     for seed, (rows, num_tokens) in enumerate([(3, 4), (8, 12), (16, 7)]):
         for epsilon in (0.2, 0.1, 0.28):
