@@ -61,6 +61,7 @@ import torch
 
 from instructor import sandbox
 from instructor.children import CASES, SUBMISSION_FILES, Limits, make_tree, run_child
+from instructor.feedback import diagnose, write_pages
 from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
 from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases
 from rlhf_practice.course import GRADED, graded, module_of
@@ -89,6 +90,15 @@ class Grade:
     published_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     seed: int | None = None
     gates: dict[str, GateResult] = field(default_factory=dict)  # the outcome gates that ran (instructor.gate)
+    # {function: what to fix} for each function with a failing case (instructor.feedback.diagnose): what the
+    # student's feedback says, with no hidden value in it
+    diagnoses: dict[str, str] = field(default_factory=dict)
+    # Notes for the instructor only (answers fitted to the published cases, similarity): in the table and the
+    # CSV, not in the student's feedback
+    flags: list[str] = field(default_factory=list)
+
+    def max_points(self, function: str) -> float:
+        return POINTS[function]
 
     def points(self, function: str) -> float:
         return (
@@ -262,20 +272,39 @@ def grade(
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
         make_tree(tree, files)
-        outcomes = run_child(tree, CASES, _child_inputs(cases), limits, isolate) or {}
-        missing = [f for f in FUNCTIONS if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
-        for function in missing:  # the child failed as a whole: rerun each function alone
-            part = [c for c in cases if c["function"] == function]
-            rerun = run_child(tree, CASES, _child_inputs(part), limits, isolate)
-            if rerun is None:
-                result.notes.append(f"{function}: crashed, hung or exceeded a limit")
-            else:
-                outcomes.update(rerun)
+        outcomes = _run_cases(tree, cases, limits, isolate, result.notes)
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
-    result.notes += _helper_notes(result, files) + _fitted_notes(result)
+    result.diagnoses = diagnose(cases, outcomes, _hidden, _key)
+    result.notes += _helper_notes(result, files)
+    result.flags += _fitted_notes(result)
     _grade_gates(result, files, gates, gate_limits or limits, isolate)
     return result
+
+
+def _run_cases(tree: Path, cases: list[dict], limits: Limits, isolate: bool, notes: list[str]) -> dict:
+    """The child's results on ``cases``, {case key: result}. A child that fails as a whole (a crash, a hang,
+    a limit) is rerun per student file, and a file whose child fails again per function: a function that
+    hangs costs three timeouts, not one per graded function; each function that still fails gets a note."""
+    outcomes = run_child(tree, CASES, _child_inputs(cases), limits, isolate) or {}
+
+    def missing(functions: list[str]) -> list[str]:
+        return [f for f in functions if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
+
+    for module in dict.fromkeys(module_of(f) for f in missing(FUNCTIONS)):
+        part = missing([f for f in FUNCTIONS if module_of(f) == module])
+        groups = [part] if len(part) > 1 else []
+        groups += [[f] for f in part]
+        for group in groups:
+            group = missing(group)  # after the file's rerun: only what it left out
+            if not group:
+                continue
+            rerun = run_child(tree, CASES, _child_inputs([c for c in cases if c["function"] in group]), limits, isolate)
+            if rerun is not None:
+                outcomes.update(rerun)
+            elif len(group) == 1:
+                notes.append(f"{group[0]}: crashed, hung or exceeded a limit")
+    return outcomes
 
 
 def _counts(g: Grade, function: str) -> str:
@@ -309,7 +338,9 @@ def markdown_table(grades: list[Grade]) -> str:
     for g in grades:
         cells = [f"{g.points(f):g} ({_counts(g, f)})" for f in FUNCTIONS]
         cells += [_gate_cell(g.gates[n]) for n in ran]
-        lines.append(f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes)} |")
+        lines.append(
+            f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes + g.flags)} |"
+        )
     points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
     if ran:
         points += ", " + ", ".join(f"gate/{g.name} {g.points:g}" for g in GATES if g.name in ran)
@@ -345,7 +376,16 @@ def write_csv(path: Path, grades: list[Grade], sandbox: str = "yes") -> None:
                 for passed, total in ((g.passed, g.total), (g.published_passed, g.published_total))
             ]
             gates = [c for n in ran for c in _gate_csv(g.gates[n])]
-            row = [g.submission, *points, g.total_points(), *passes, *gates, g.seed, "; ".join(g.notes), sandbox]
+            row = [
+                g.submission,
+                *points,
+                g.total_points(),
+                *passes,
+                *gates,
+                g.seed,
+                "; ".join(g.notes + g.flags),
+                sandbox,
+            ]
             writer.writerow(row)
 
 
@@ -393,6 +433,14 @@ def main(argv: list[str] | None = None) -> None:
         help=f"folders that each hold a copy of rlhf_practice/rl/ ({', '.join(SUBMISSION_FILES)})",
     )
     parser.add_argument("--csv", type=Path, default=Path("grading_results.csv"), help="where to write the table")
+    parser.add_argument(
+        "--feedback",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write each student's feedback page to DIR (<submission>.md and .html): per function the points, "
+        "the passes and what to fix, per gate the measured reward; no hidden input or expected value",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
     parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
@@ -452,6 +500,9 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown_table(grades))
     write_csv(args.csv, grades, sandbox="yes" if isolate else "no")
     print(f"table written to {args.csv}", file=sys.stderr)
+    if args.feedback is not None:
+        pages = write_pages(args.feedback, grades)
+        print(f"feedback pages written to {args.feedback} ({len(pages)} submissions, .md and .html)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,230 @@
+"""What each student reads of their grade: a page per submission, and the words each function gets.
+
+    python -m instructor.grading submissions/*/ --feedback feedback/    # feedback/<submission>.md and .html
+
+Per graded function: its points, its hidden and published passes, and one line saying what to fix with
+the TASKS.md section to reread; per outcome gate: pass or fail, the reward the judge measured and the
+bar. The same words are the ``output`` of the Gradescope autograder's tests (:mod:`instructor.gradescope`).
+
+What to fix comes from the first failing **published** case when there is one: the very message that
+``pytest -m graded`` prints on the student's own machine (its numbers are those of the recorded cases the
+release ships). A function that passes every published case but fails hidden ones is told the *kind* of
+failure of its first failing hidden case (values, shape, dtype, NaN, gradient, an exception's type) and
+the catalogued mistake its result matches, if any, never a number: the hidden cases' inputs and expected
+values stay with the grader (their ids and descriptions hold inputs too, so they are not shown either),
+and neither does anything the student's code printed or raised on them, which could carry their inputs.
+The instructor's own flags (answers fitted to the published cases, similarity) are in the table, not here.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from rlhf_practice.checks import NOT_IMPLEMENTED, check_case
+from rlhf_practice.course import GRADED
+
+SECTIONS = {g.function: g.section for g in GRADED}
+NAMED = re.compile(r" This matches (?:a common mistake|one of these common mistakes \(they agree on this input\)): ")
+
+# What a hidden failure is told, by the words of its message (rlhf_practice.checks.check_case): the first
+# that matches. The messages that quote no value at all are passed on whole (mode, in place, no gradient).
+KINDS = (
+    ("instead of raising", "it returns a value where it must raise an error"),
+    ("wrong output shape", "its result has the wrong shape"),
+    ("which holds NaN/inf", "its result holds NaN or inf where the right one is finite"),
+    ("returned dtype", "its result has the wrong dtype (keep the input's dtype)"),
+    ("expected a torch.Tensor", "it returns something other than a torch.Tensor"),
+    ("expected a number", "it returns something other than a Python float"),
+    ("expected a tuple of", "it returns the wrong number of results"),
+    ("a gradient reached", "a gradient reaches an input that must get none"),
+    ("gradient of", "its gradient differs from the right one"),
+)
+SAFE = ("train mode", "eval mode", "in place", "carries no gradient")
+
+
+def hidden_diagnosis(case: dict, result: dict) -> str | None:
+    """What to fix, told from a failing *hidden* case without a number of it: None if the case passes."""
+    message = check_case(case, result)
+    if message is None:
+        return None
+    name, reread = case["function"], f"Reread TASKS.md {case['section']}."
+    if result["error"] == NOT_IMPLEMENTED:
+        return message
+    if result["error"] and not case.get("raises"):
+        kind = result["error"].split(":", 1)[0]
+        return f"{name} raised {kind} on a hidden input (its message is not shown: it could hold the input). {reread}"
+    if any(words in message for words in SAFE) and not NAMED.search(message):
+        return message
+    kind = next((said for words, said in KINDS if words in message), "its values differ from the right answer")
+    named = NAMED.split(message, maxsplit=1)
+    mistake = f" This matches {named[1].split(' Reread TASKS.md')[0]}" if len(named) == 2 else ""
+    if mistake and not mistake.endswith("."):
+        mistake += "."
+    return f"{name} fails a hidden case: {kind}.{mistake} {reread}"
+
+
+def diagnose(
+    cases: list[dict], outcomes: dict, hidden: Callable[[dict], bool], key: Callable[[dict], str]
+) -> dict[str, str]:
+    """{graded function: what to fix} for each function with a failing case: the first failing published
+    case's message, else the first failing hidden case's (:func:`hidden_diagnosis`). ``outcomes`` are the
+    child's results by ``key(case)``; a case without one is skipped (the grader notes the crash)."""
+    said: dict[str, str] = {}
+    for published in (True, False):
+        for case in cases:
+            function, result = case["function"], outcomes.get(key(case))
+            if function in said or hidden(case) == published or not isinstance(result, dict):
+                continue
+            message = check_case(case, result) if published else hidden_diagnosis(case, result)
+            if message:
+                said[function] = message
+    return said
+
+
+def _cell(text: str) -> str:
+    """Text fit for a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def function_text(grade, function: str) -> str:
+    """One function's feedback: points, passes, and what to fix (or that it passes everything)."""
+    hidden = f"{grade.passed[function]}/{grade.total[function]}"
+    published = f"{grade.published_passed[function]}/{grade.published_total[function]}"
+    lines = [
+        f"{function} (TASKS.md {SECTIONS[function]}): {grade.points(function):g} of {grade.max_points(function):g} "
+        f"points; hidden cases passed {hidden} (the grade), published cases passed {published} (self-check).",
+    ]
+    if function in grade.diagnoses:
+        lines.append(f"What to fix: {grade.diagnoses[function]}")
+    elif grade.passed[function] < grade.total[function]:
+        lines.append(
+            "What to fix: it gets right only cases whose answer is all zeros (or an error); returning zeros or "
+            f"raising is not an implementation. Reread TASKS.md {SECTIONS[function]}."
+        )
+    return "\n".join(lines)
+
+
+def gate_text(grade, name: str) -> str:
+    """One outcome gate's feedback: pass or fail, what the judge measured against the bar, and why not."""
+    from instructor.gate import GATES
+
+    gate, result = next(g for g in GATES if g.name == name), grade.gates[name]
+    reward = "nothing to measure" if result.reward is None else f"measured {result.reward:g}"
+    line = f"gate/{name}: {result.shown}, {grade.gate_points(name):g} of {gate.points:g} points ({reward}, bar {gate.bar:g})."
+    return f"{line}\n{result.note}" if result.note and not result.passed else line
+
+
+def page(grade, title: str | None = None) -> str:
+    """A submission's feedback page, in Markdown."""
+    from instructor.gate import GATES
+
+    ran = [g.name for g in GATES if g.name in grade.gates]
+    maximum = sum(grade.max_points(f) for f in grade.total) + sum(g.points for g in GATES if g.name in ran)
+    lines = [
+        f"# Feedback: {title or Path(grade.submission).name}",
+        "",
+        f"**Total: {grade.total_points():g} of {maximum:g} points.**",
+        "",
+        "Points come from the *hidden* cases: inputs made fresh for this grading, which you do not have. "
+        "The *published* cases are the ones `pytest -m graded` runs on your machine: a self-check, worth no "
+        "points. A function that fails a published case is told the message pytest prints; one that fails "
+        "only hidden cases is told what kind of failure it is, never the hidden inputs or answers.",
+        "",
+        "| function | TASKS.md | points | hidden passed | published passed | what to fix |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for function in grade.total:
+        fix = grade.diagnoses.get(function, "")
+        if not fix and grade.passed[function] < grade.total[function]:
+            fix = function_text(grade, function).split("What to fix: ", 1)[1]
+        lines.append(
+            f"| {function} | {SECTIONS[function]} | {grade.points(function):g} / {grade.max_points(function):g} | "
+            f"{grade.passed[function]}/{grade.total[function]} | "
+            f"{grade.published_passed[function]}/{grade.published_total[function]} | {_cell(fix) or '—'} |"
+        )
+    if ran:
+        lines += [
+            "",
+            "## Outcome gates",
+            "",
+            "Each gate trains the tiny preset for a few steps with your own functions; a judge that holds none "
+            "of your code measures the saved policy. It passes when the measured reward reaches the bar.",
+            "",
+            "| gate | result | measured | bar | points | note |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for gate in (g for g in GATES if g.name in ran):
+            result = grade.gates[gate.name]
+            measured = "—" if result.reward is None else f"{result.reward:g}"
+            note = "" if result.passed else result.note
+            lines.append(
+                f"| gate/{gate.name} | {result.shown} | {measured} | {gate.bar:g} | "
+                f"{grade.gate_points(gate.name):g} / {gate.points:g} | {_cell(note) or '—'} |"
+            )
+    notes = [n for n in grade.notes if not n.startswith("gate/")]
+    if notes:
+        lines += ["", "## Notes", "", *(f"- {n}" for n in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(markdown: str) -> str:
+    """The Markdown page as a standalone HTML page (headings, paragraphs, tables, lists: what :func:`page` writes)."""
+    body, table = [], []
+
+    def inline(text: str) -> str:
+        text = html.escape(text)
+        text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+        text = re.sub(r"\*(.+?)\*", r"<em>\1</em>", text)
+        return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+    def flush() -> None:
+        if table:
+            rows = [re.split(r"(?<!\\) \| ", row.strip()[2:-2]) for row in table if not set(row) <= set("|-: ")]
+            head, *rest = rows
+            body.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>")
+            for row in rest:
+                cells = (inline(c.replace("\\|", "|")) for c in row)
+                body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            body.append("</table>")
+            table.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{inline(line[level:].strip())}</h{level}>")
+        elif line.startswith("- "):
+            body.append(f"<li>{inline(line[2:])}</li>")
+        elif line:
+            body.append(f"<p>{inline(line)}</p>")
+    flush()
+    style = "body{font-family:sans-serif;max-width:70em;margin:2em auto}td,th{border:1px solid #ccc;padding:.3em}"
+    return (
+        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>Feedback</title><style>{style}</style></head>"
+        f"<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def write_pages(folder: Path, grades: list) -> list[Path]:
+    """One Markdown and one HTML page per submission in ``folder``, named after the submission's folder
+    (``alice.md``, ``alice.html``; a repeated name gets a number); returns the Markdown paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written, used = [], set()
+    for grade in grades:
+        stem = re.sub(r"[^\w.-]", "_", Path(grade.submission).name) or "submission"
+        name, n = stem, 1
+        while name in used:
+            n += 1
+            name = f"{stem}-{n}"
+        used.add(name)
+        text = page(grade)
+        (folder / f"{name}.md").write_text(text, encoding="utf-8")
+        (folder / f"{name}.html").write_text(html_page(text), encoding="utf-8")
+        written.append(folder / f"{name}.md")
+    return written
