@@ -6,6 +6,7 @@
     python -m instructor gate-bars        # the outcome gates: the key on 5 seeds, the stubs, the catalog
     python -m instructor properties       # how many catalogued mistakes the property tests catch alone
     python -m instructor release OUT      # write the student release (no key, no instructor wing) to OUT
+    python -m instructor gradescope OUT.zip   # the Gradescope autograder (no key inside)
     python -m instructor.grading DIR...   # grade a class, one submission per folder
 
 - :mod:`instructor.book`: the grading book, one module per student file: for each graded function, the

@@ -1,4 +1,5 @@
-"""Instructor commands: python -m instructor {stubs, fixtures, mutations, properties, gate-bars, release OUT};
+"""Instructor commands: python -m instructor {stubs, fixtures, mutations, properties, gate-bars, release OUT,
+gradescope OUT.zip};
 the grader is python -m instructor.grading. See :mod:`instructor` for what each one does.
 """
 
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser(
         "gate-bars", help="the outcome gates on the key (5 seeds), the stubs and the catalog", add_help=False
     )
+    commands.add_parser(
+        "gradescope", help="write a Gradescope autograder zip (python -m instructor gradescope --help)", add_help=False
+    )
     release = commands.add_parser("release", help="write the student release to OUT")
     release.add_argument("out", type=Path, help="a new (or empty) folder")
     args, rest = parser.parse_known_args(argv)
@@ -39,6 +43,10 @@ def main(argv: list[str] | None = None) -> None:
         from instructor.gate import main as gate_bars
 
         return gate_bars(rest)
+    if args.command == "gradescope":  # its own arguments: python -m instructor gradescope --help
+        from instructor.gradescope import main as gradescope
+
+        return gradescope(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 

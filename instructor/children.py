@@ -53,6 +53,10 @@ class Limits:
     seconds: float
     memory_mb: int
     output_mb: int = 64
+    # Run the child as this user (uid, gid) instead of the grader's own: where the grader runs as root without
+    # the sandbox (the Gradescope autograder, instructor.gradescope), so that the child cannot read what only
+    # root may (the hidden cases, the results). Its work folder is handed to that user first.
+    user: tuple[int, int] | None = None
 
 
 def make_tree(tree: Path, files: dict[str, bytes]) -> None:
@@ -90,6 +94,13 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
     prlimit = ["prlimit", f"--as={limits.memory_mb * 2**20}", f"--cpu={cpu}"]
     prlimit += [f"--fsize={limits.output_mb * 2**20}", "--core=0", "--"]
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    user = {}
+    if limits.user is not None:
+        uid, gid = limits.user
+        for folder, _, names in os.walk(work):
+            for path in (folder, *(os.path.join(folder, n) for n in names)):
+                os.chown(path, uid, gid, follow_symlinks=False)
+        user = {"user": uid, "group": gid, "extra_groups": []}
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
             [*prlimit, *command(tree, program, inputs, results, isolate)],
@@ -99,6 +110,7 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
             stdout=out,
             stderr=out,
             start_new_session=True,
+            **user,
         )
         try:
             proc.wait(timeout=limits.seconds)

@@ -33,7 +33,9 @@ ROOT = PACKAGE_DIR.parent
 # The manual (INSTRUCTOR.md) stays with the instructor: the student release runs these tests without it.
 DOCS = ["README.md", "TASKS.md", "docs/GUIDE.md", *(["INSTRUCTOR.md"] if (ROOT / "INSTRUCTOR.md").is_file() else [])]
 # Paths a reader creates: run folders, submissions, built preference pairs, outputs, their own data files.
-PLACEHOLDER = re.compile(r"^(runs|submissions|pairs)/|\.(png|csv)$|^my_reviews|^grades|^\.\./")
+PLACEHOLDER = re.compile(
+    r"^(runs|submissions|pairs|feedback)/|\.(png|csv|zip)$|^my_reviews|^grades|^\.\./|^/autograder/"
+)
 
 
 def _blocks(doc: str) -> list[tuple[str, str]]:
@@ -156,6 +158,8 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
         return
     if words[1] == "-m":
         target, args = words[2], words[3:]
+        if target == "instructor" and args and args[0] in ("gradescope", "gate-bars"):  # a command with its own flags
+            target, args = f"instructor.{args[0].replace('-bars', '')}", args[1:]
         module = ROOT / target.replace(".", "/")
         assert module.with_suffix(".py").is_file() or (module / "__main__.py").is_file(), f"no module {target}"
     else:
@@ -214,6 +218,7 @@ def _source_text() -> str:
         *ROOT.glob("*.py"),
         *PACKAGE_DIR.rglob("*.py"),
         *(ROOT / "tests").glob("*.py"),
+        *(ROOT / "instructor").glob("*.py"),  # the instructor's manual names the grader's (not in the release)
     ]
     return "\n".join(path.read_text(encoding="utf-8") for path in files)
 
@@ -247,6 +252,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--memory_mb",
                     "--no_sandbox",
                     "--gate_timeout",
+                    "--gate",
                     "--jobs",
                     "--threshold",
                     "--run_name",

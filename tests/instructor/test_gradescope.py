@@ -1,0 +1,226 @@
+"""The Gradescope autograder (instructor.gradescope), run for real in a simulated Gradescope root.
+
+One zip (``python -m instructor gradescope``, one gate: ppo) is unzipped into a temporary root laid out as
+``/autograder`` (``source/``, ``submission/``, ``results/``); ``setup.sh`` runs against this interpreter's
+environment (``RLHF_VENV``; pip finds every pin installed, offline), then ``run_autograder`` grades six
+submissions, each in its own root: the key, the stubs, a half-done one uploaded as a repository, a file
+that does not parse, one that hangs, and one with only ppo.py. Each results.json must be valid against
+Gradescope's documented schema, hold no hidden expected value, and give the key the grader's own total for
+the same seed. Marked ``slow`` (about two minutes on 2 cores: one submission hangs for its --timeout); the
+quick checks of the zip's contents run in the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+from instructor.gradescope import GRADER_MODULES, HIDDEN, build, find_submission
+from instructor.grading import FUNCTIONS, POINTS
+from instructor.grading import main as grading
+from instructor.release import student_files
+from rlhf_practice.checks import _fmt
+from rlhf_practice.course import MODULES, ROOT
+
+SEED = 5
+STUBS = {Path(path).name: source for path, source in student_files().items()}
+KEY = {f"{m}.py": (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
+VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
+FORMAT = {"enum": ["text", "html", "simple_format", "md", "ansi"]}
+# Gradescope's results.json ("Autograder Specifications": top-level score or per-test scores, the optional
+# fields and their values), as JSON Schema.
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "number"},
+        "execution_time": {"type": "number"},
+        "output": {"type": "string"},
+        "output_format": FORMAT,
+        "visibility": VISIBILITY,
+        "stdout_visibility": VISIBILITY,
+        "extra_data": {"type": "object"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number"},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "number": {"type": "string"},
+                    "output": {"type": "string"},
+                    "output_format": FORMAT,
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": VISIBILITY,
+                    "extra_data": {"type": "object"},
+                },
+                "additionalProperties": False,
+            },
+        },
+    },
+    "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
+    "additionalProperties": False,
+}
+HANG = KEY["ppo.py"].replace(
+    "def compute_advantages(",
+    "def compute_advantages(*args, **kwargs):\n    while True:\n        pass\n\n\ndef _was(",
+    1,
+)
+SUBMISSIONS = {
+    "key": KEY,
+    "stubs": STUBS,
+    "half_done": {**STUBS, "ppo.py": KEY["ppo.py"], "grpo.py": KEY["grpo.py"]},  # uploaded as a repository
+    "syntax_error": {**KEY, "grpo.py": KEY["grpo.py"] + "\ndef broken(:\n"},
+    "hangs": {**KEY, "ppo.py": HANG},
+    "only_ppo": {"ppo.py": KEY["ppo.py"]},
+}
+
+
+@cache
+def zip_path(folder: Path) -> Path:
+    out = folder / "autograder.zip"
+    build(out, SEED, ["ppo"], timeout=8, gate_timeout=60, memory_mb=3072, sandbox=False)
+    return out
+
+
+def test_the_zip_holds_the_grader_and_no_key(tmp_path: Path) -> None:
+    with zipfile.ZipFile(zip_path(tmp_path)) as zf:
+        names = set(zf.namelist())
+        modes = {info.filename: info.external_attr >> 16 for info in zf.infolist()}
+        requirements = zf.read("requirements.txt").decode()
+        settings = json.loads(zf.read("settings.json"))
+    assert {"setup.sh", "run_autograder", HIDDEN, "settings.json"} <= names
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert {n.removeprefix("instructor/") for n in names if n.startswith("instructor/")} == set(GRADER_MODULES)
+    assert not any(n.startswith(("answer/", "instructor/book", "tests/instructor")) for n in names)
+    assert all(f"tests/fixtures/graded/{m}.pt" in names for m in MODULES)
+    pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if line.strip() != "-e ."]
+    assert requirements.splitlines() == pins  # setup.sh installs what requirements.txt pins
+    assert settings == {
+        "seed": SEED,
+        "gates": ["ppo"],
+        "timeout": 8,
+        "gate_timeout": 60,
+        "memory_mb": 3072,
+        "sandbox": False,
+    }
+    with zipfile.ZipFile(zip_path(tmp_path)) as zf:  # the student files are the stubs, whatever rl/ holds here
+        assert zf.read("rlhf_practice/rl/ppo.py").decode() == STUBS["ppo.py"]
+
+
+def test_the_submission_is_found_where_students_put_it(tmp_path: Path) -> None:
+    (tmp_path / "a" / "rlhf_practice" / "rl").mkdir(parents=True)
+    for name in ("ppo.py", "grpo.py"):
+        (tmp_path / "a" / "rlhf_practice" / "rl" / name).write_text("")
+    (tmp_path / "a" / "ppo.py").write_text("")  # a stray copy at the top: fewer student files
+    assert find_submission(tmp_path / "a") == tmp_path / "a" / "rlhf_practice" / "rl"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("")
+    assert find_submission(tmp_path / "b") is None
+
+
+def _root(base: Path, name: str) -> Path:
+    """A simulated /autograder: source/ (the zip), submission/ (the student's files), results/."""
+    root = base / name
+    with zipfile.ZipFile(zip_path(base)) as zf:
+        zf.extractall(root / "source")
+    for script in ("setup.sh", "run_autograder"):
+        (root / "source" / script).chmod(0o755)  # zipfile does not restore modes; Gradescope's unzip does
+    folder = root / "submission" / ("rlhf_practice/rl" if name == "half_done" else "")
+    folder.mkdir(parents=True)
+    for file, source in SUBMISSIONS[name].items():
+        (folder / file).write_text(source)
+    (root / "results").mkdir()
+    return root
+
+
+def _env(root: Path) -> dict:
+    return {**os.environ, "AUTOGRADER_ROOT": str(root), "RLHF_VENV": sys.prefix, "RLHF_GRADER_USER": "nobody"}
+
+
+def _hidden_values(root: Path) -> set[str]:
+    """The hidden expected values as the checks would print them, less those the published cases print too."""
+
+    def shown(cases: list[dict]) -> set[str]:
+        out = set()
+        for case in cases:
+            parts = [case["expected"], *(g["expected"] for g in case["grads"].values())]
+            for part in (p for value in parts for p in (value if isinstance(value, list) else [value])):
+                if part is not None:
+                    out.update(f"{v:.4g}" for v in torch.as_tensor(part).double().flatten()[:8].tolist())
+                    out.add(_fmt(torch.as_tensor(part)))
+        return out
+
+    hidden = torch.load(root / "source" / HIDDEN, weights_only=True)
+    published = [c for m in MODULES for c in torch.load(ROOT / f"tests/fixtures/graded/{m}.pt", weights_only=True)]
+    return {v for v in shown(hidden) - shown(published) if len(re.sub(r"[^0-9]", "", v)) >= 3}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_six_submissions_in_a_simulated_gradescope(tmp_path: Path) -> None:
+    roots = {name: _root(tmp_path, name) for name in SUBMISSIONS}
+    setup = subprocess.run(
+        ["bash", str(roots["key"] / "source" / "setup.sh")],
+        env={**_env(roots["key"]), "PIP_NO_INDEX": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert "children run as nobody" in setup.stdout
+
+    def run(root: Path) -> dict:
+        done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=_env(root), capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        return json.loads((root / "results" / "results.json").read_text())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(roots, pool.map(run, roots.values())))
+    secrets = _hidden_values(roots["key"])
+    for name, result in results.items():
+        jsonschema.validate(result, SCHEMA)
+        texts = [result["output"], *(t["output"] for t in result["tests"])]
+        numbers = {n for text in texts for n in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text)}
+        leaked = [v for v in secrets if v in numbers or (v.startswith("[") and any(v in t for t in texts))]
+        assert not leaked, f"{name}: hidden expected values in the output: {leaked[:5]}"
+        assert result["score"] == pytest.approx(sum(t["score"] for t in result["tests"]), abs=0.05)
+        assert [t["name"].split(" ")[0] for t in result["tests"]] == [*FUNCTIONS, "gate/ppo"]
+        assert "Sandbox: no (the zip was built with --no_sandbox)" in result["output"]
+    tests = {name: {t["name"].split(" ")[0]: t for t in r["tests"]} for name, r in results.items()}
+
+    # the key: every point, and the grader's own total for the same seed
+    assert results["key"]["score"] == sum(POINTS.values()) + 10
+    grading([str(tmp_path / "key" / "submission"), "--seed", str(SEED), "--gate", "ppo", "--timeout", "8",
+             "--csv", str(tmp_path / "key.csv"), "--no_sandbox"])  # fmt: skip
+    total = (tmp_path / "key.csv").read_text().splitlines()[1].split(",")[len(FUNCTIONS) + 1]
+    assert float(total) == results["key"]["score"]
+    # the stubs: nothing, and each function told where to start
+    assert results["stubs"]["score"] == 0
+    assert "is not implemented yet" in tests["stubs"]["compute_advantages"]["output"]
+    assert "gate/ppo: fail" in tests["stubs"]["gate/ppo"]["output"]
+    # half done, uploaded as a repository: tasks 1-4 and the gate
+    assert results["half_done"]["score"] == 100 + 10
+    assert "Graded: rlhf_practice/rl of your submission." in results["half_done"]["output"]
+    # a file that does not parse costs its own functions only
+    assert results["syntax_error"]["score"] == sum(POINTS.values()) - 50 + 10
+    assert "grpo.py does not parse" in results["syntax_error"]["output"]
+    assert "raised SyntaxError" in tests["syntax_error"]["grpo_loss"]["output"]
+    # a hang: compute_advantages and the gate that calls it, nothing else
+    assert tests["hangs"]["compute_advantages"]["score"] == 0 and tests["hangs"]["gate/ppo"]["score"] == 0
+    assert results["hangs"]["score"] == sum(POINTS.values()) - 25
+    assert "compute_advantages: crashed, hung or exceeded a limit" in results["hangs"]["output"]
+    # only ppo.py
+    assert results["only_ppo"]["score"] == 50 + 10
+    assert "grpo.py missing" in results["only_ppo"]["output"]
