@@ -27,7 +27,7 @@ feedback page as the top-level output, and a top-level score equal to the grader
   per function), never the run.
 - Gradescope's containers have no user namespaces, so the sandbox (:mod:`instructor.sandbox`) usually
   cannot be built there: the run then grades without it and says so in the output (each submission is
-  already alone in its container). As root (Gradescope's case), the children run as an unprivileged user
+  already alone in its container). Without the sandbox and as root (Gradescope's case), the children run as an unprivileged user
   (``RLHF_GRADER_USER``, made by setup.sh), and the zip's files and the results folder are made readable
   by root only: a submission's code cannot read the hidden cases or write results.json.
 """
@@ -277,7 +277,7 @@ def run(root: Path) -> dict:
             f"Sandbox: no ({reason}); graded without it: this submission is alone in its container, and its code "
             "runs in child processes under limits of time and memory."
         )
-    user, who = _grader_user()
+    user, who = (None, "the sandbox hides the autograder's files from the children") if isolate else _grader_user()
     header.append(f"Isolation: {who}.")
     if user is not None:
         for private in (source, out.parent):

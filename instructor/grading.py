@@ -267,6 +267,7 @@ def grade(
     files, refused = _read_submission(submission)
     if refused:
         result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
+        result.diagnoses = dict.fromkeys(FUNCTIONS, result.notes[-1])
         return result
     result.notes = _file_notes(files)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
@@ -276,6 +277,12 @@ def grade(
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
     result.diagnoses = diagnose(cases, outcomes, _hidden, _key)
+    for function in FUNCTIONS:
+        if not any(_key(c) in outcomes for c in cases if c["function"] == function):
+            result.diagnoses[function] = (
+                f"{function} gave no result: its process crashed, hung or exceeded a limit ({limits.seconds:g} s, "
+                f"{limits.memory_mb} MiB) every time; run pytest -m graded -k {function} on your machine to see why."
+            )
     result.notes += _helper_notes(result, files)
     result.flags += _fitted_notes(result)
     _grade_gates(result, files, gates, gate_limits or limits, isolate)

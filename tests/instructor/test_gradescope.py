@@ -221,6 +221,9 @@ def test_six_submissions_in_a_simulated_gradescope(tmp_path: Path) -> None:
     assert tests["hangs"]["compute_advantages"]["score"] == 0 and tests["hangs"]["gate/ppo"]["score"] == 0
     assert results["hangs"]["score"] == sum(POINTS.values()) - 25
     assert "compute_advantages: crashed, hung or exceeded a limit" in results["hangs"]["output"]
+    assert (
+        "compute_advantages gave no result: its process crashed, hung" in tests["hangs"]["compute_advantages"]["output"]
+    )
     # only ppo.py
     assert results["only_ppo"]["score"] == 50 + 10
     assert "grpo.py missing" in results["only_ppo"]["output"]
