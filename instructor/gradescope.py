@@ -27,9 +27,10 @@ feedback page as the top-level output, and a top-level score equal to the grader
   per function), never the run.
 - Gradescope's containers have no user namespaces, so the sandbox (:mod:`instructor.sandbox`) usually
   cannot be built there: the run then grades without it and says so in the output (each submission is
-  already alone in its container). Without the sandbox and as root (Gradescope's case), the children run as an unprivileged user
-  (``RLHF_GRADER_USER``, made by setup.sh), and the zip's files and the results folder are made readable
-  by root only: a submission's code cannot read the hidden cases or write results.json.
+  already alone in its container). Without the sandbox and as root (Gradescope's case), the children run
+  as an unprivileged user (``RLHF_GRADER_USER``, made by setup.sh), and the zip's files and the results
+  folder are made readable by root only: a submission's code cannot read the hidden cases or write
+  results.json. (With the sandbox, which hides those files already, they run as the grader does.)
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ def run(root: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from instructor.gate import GATE_NAMES
+    from instructor.grading import add_grading_arguments
 
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
@@ -325,17 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"score {results['score']:g}; results.json written to {args.root / 'results' / 'results.json'}")
         return
     parser.add_argument("out", type=Path, help="the zip to write (e.g. autograder.zip)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
-    parser.add_argument(
-        "--gate",
-        nargs="+",
-        default=["all"],
-        choices=["all", "none", *GATE_NAMES],
-        help="outcome gates each submission trains: all (default), none, or some of them",
-    )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one cases' child may run")
-    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training may run")
-    parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
+    add_grading_arguments(parser)
     parser.add_argument(
         "--no_sandbox", action="store_true", help="never try the sandbox (it is tried, and used where it can be built)"
     )

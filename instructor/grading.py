@@ -427,6 +427,22 @@ def _chosen_gates(names: list[str]) -> tuple:
     return tuple(g for g in GATES if "all" in names or g.name in names)
 
 
+def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a grading run, shared by the grader and the Gradescope autograder (instructor.gradescope):
+    the hidden inputs' seed, the gates, the children's limits."""
+    parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
+    parser.add_argument(
+        "--gate",
+        nargs="+",
+        default=["all"],
+        choices=["all", "none", *GATE_NAMES],
+        help="outcome gates to train (instructor.gate): all (default), none (the cases only), or some of them",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
+    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training child may run")
+    parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m instructor.grading",
@@ -448,17 +464,7 @@ def main(argv: list[str] | None = None) -> None:
         help="also write each student's feedback page to DIR (<submission>.md and .html): per function the points, "
         "the passes and what to fix, per gate the measured reward; no hidden input or expected value",
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
-    parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the hidden inputs (default: a fresh one)")
-    parser.add_argument(
-        "--gate",
-        nargs="+",
-        default=["all"],
-        choices=["all", "none", *GATE_NAMES],
-        help="outcome gates to train (instructor.gate): all (default), none (the cases only), or some of them",
-    )
-    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training child may run")
+    add_grading_arguments(parser)
     parser.add_argument(
         "--jobs",
         type=int,
