@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> None:
         grades = list(pool.map(one, enumerate(args.submissions, 1)))
     if args.similarity is not None:  # read as the grader reads them (no link followed); labelled as the rows
         report = args.similarity_report or args.csv.parent / "similarity.html"
-        pairs = similarity.similar_pairs(args.submissions, args.similarity, report)
+        read = {str(folder): _read_submission(folder)[0] for folder in args.submissions}
+        pairs = similarity.similar_pairs(read, args.similarity, report)
         rows = {g.submission: g for g in grades}
         for pair in pairs:
             for me in (pair.a, pair.b):

@@ -31,7 +31,9 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -75,13 +77,26 @@ def _stub_files() -> dict[str, str]:
 
 
 def _read(submissions: dict[str, dict[str, bytes]] | list[Path]) -> dict[str, dict[str, bytes]]:
-    """{label: {file: contents}}; folders are read as the grader reads them (no link followed), labelled
-    as the grader labels them."""
+    """{label: {file: contents}}; folders labelled by their path and read as the grader reads them
+    (instructor.grading._read_submission, which passes its own reading: this module does not import the
+    grader): regular files only, no link followed, no pipe waited on."""
     if isinstance(submissions, dict):
         return submissions
-    from instructor.grading import _read_submission
+    from instructor.children import SUBMISSION_FILES
 
-    return {str(folder): _read_submission(Path(folder))[0] for folder in submissions}
+    read = {}
+    for folder in map(Path, submissions):
+        files = read[str(folder)] = {}
+        for name in SUBMISSION_FILES:
+            try:
+                if not stat.S_ISREG(os.lstat(folder / name).st_mode):
+                    continue
+                with open(os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                    if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        files[name] = f.read()
+            except OSError:
+                continue
+    return read
 
 
 def compare(
