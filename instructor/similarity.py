@@ -9,9 +9,11 @@ winnowing package copydetect (:class:`copydetect.CopyDetector`, as its own comma
 is tokenized and filtered (every name becomes ``V``, every function name ``F``, every string ``S``, spaces
 and comments go), its k-grams (k = copydetect's noise threshold, 25 filtered characters) are hashed, and the
 hashes of the release's stubs (:func:`instructor.release.student_files`) are *boilerplate*: the docstrings,
-signatures, stub bodies and untouched helpers every student starts with count for nothing. So renaming the
-variables or reordering the functions of a copied file changes nothing, and code that only does the same
-thing, written independently, shares few k-grams.
+signatures, stub bodies and untouched helpers every student starts with count for nothing. Each file (and
+each stub) is first put in one layout (:func:`normalized`: its functions sorted by name, as ast.unparse
+writes them, so no comments), which is what the report shows. So renaming the variables, reordering the
+functions or reformatting a copied file changes nothing, and code that only does the same thing, written
+independently, shares few k-grams.
 
 For each file, copydetect reports both directions: the share of each file's (non-boilerplate) tokens found
 in the other. A pair's **score** is, over all its files, the larger of the two directions of
@@ -42,10 +44,8 @@ from pathlib import Path
 
 from markupsafe import escape
 
-THRESHOLD = (
-    0.6  # the measured scores: copies 0.75 and up, honest classmates 0.46 at most (--measure, INSTRUCTOR.md §4.8)
-)
-MIN_SHARED = 200  # tokens of shared code below which a pair is never flagged: copies share 327 and up, a right variant alone 167 at most
+THRESHOLD = 0.6  # measured (--measure, INSTRUCTOR.md §4.8): copies 0.77 and up, honest classmates 0.40 at most
+MIN_SHARED = 250  # tokens; measured: copies share 334 and up, two right variants each alone 182 at most
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,22 @@ def _stub_files() -> dict[str, str]:
     from instructor.release import student_files
 
     return {Path(path).name: source for path, source in student_files().items()}
+
+
+def normalized(source: str) -> str:
+    """``source`` in one layout: its other statements first, then its functions and classes sorted by name,
+    as ast.unparse writes them (no comments, one formatting); as it is where it does not parse. So that
+    reordering the definitions or reformatting a file changes nothing."""
+    try:
+        tree = ast.parse(source)
+        defs = sorted(
+            (n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)),
+            key=lambda n: n.name,
+        )
+        tree.body = [n for n in tree.body if n not in defs] + defs
+        return ast.unparse(tree) + "\n"
+    except (SyntaxError, ValueError, RecursionError):
+        return source
 
 
 def _read(submissions: dict[str, dict[str, bytes]] | list[Path]) -> dict[str, dict[str, bytes]]:
@@ -115,7 +131,7 @@ def compare(
         root = Path(work)
         (root / "stubs").mkdir()
         for name, source in _stub_files().items():
-            (root / "stubs" / name).write_text(source, encoding="utf-8")
+            (root / "stubs" / name).write_text(normalized(source), encoding="utf-8")
         dirs = []
         for i, label in enumerate(labels):
             folder = root / str(i)
@@ -123,7 +139,7 @@ def compare(
             for name in SUBMISSION_FILES:
                 if name in files[label]:
                     text = files[label][name].decode("utf-8", errors="replace")
-                    (folder / name).write_text(text, encoding="utf-8")
+                    (folder / name).write_text(normalized(text), encoding="utf-8")
             if any(folder.iterdir()):
                 dirs.append(str(folder))
         detector = CopyDetector(
@@ -229,13 +245,20 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
-def disguised(source: str) -> str:
+def disguised(source: str, padded: bool = False) -> str:
     """``source`` as a copier hides it: locals and parameters renamed, the function definitions in reverse
-    order (imports and other statements first), comments gone (ast.unparse)."""
+    order (imports and other statements first), comments gone (ast.unparse); ``padded``: a useless
+    statement (``_ = None``) after every second statement of every block inside a function, too."""
     tree = _Rename().visit(ast.parse(source))
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     tree.body = [n for n in tree.body if n not in defs] + defs[::-1]
-    return ast.unparse(tree) + "\n"
+    for node in ast.walk(ast.Module(body=defs, type_ignores=[])) if padded else ():
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                padding = [[stmt, *ast.parse("_ = None").body[: i % 2]] for i, stmt in enumerate(block)]
+                setattr(node, field, [stmt for pair in padding for stmt in pair])
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 def _variant_source(variant) -> str:
@@ -275,20 +298,30 @@ def measure() -> int:
     from instructor.mistakes import CATALOG
 
     key = _submission_files()
+    stubs = {n: s.encode() for n, s in _stub_files().items()}
+    two = ("ppo.py", "grpo.py")
     copies = {
         "key": key,
         "key verbatim": dict(key),
         "key renamed+reordered": {n: disguised(s.decode()).encode() for n, s in key.items()},
+        "key renamed+reordered+padded": {n: disguised(s.decode(), padded=True).encode() for n, s in key.items()},
         "ppo.py+grpo.py of the key, renamed+reordered": {
-            **{n: s.encode() for n, s in _stub_files().items()},
-            **{n: disguised(key[n].decode()).encode() for n in ("ppo.py", "grpo.py")},
+            **stubs,
+            **{n: disguised(key[n].decode()).encode() for n in two},
+        },
+        "ppo.py+grpo.py of the key, renamed+reordered+padded": {
+            **stubs,
+            **{n: disguised(key[n].decode(), padded=True).encode() for n in two},
         },
     }
-    rows = []
+    # A known limit: useless lines in every function of the folder, the untouched stubs' too, dilute the score.
+    limit = "ppo.py+grpo.py of the key renamed+reordered+padded, every stub padded too (a known limit)"
+    copies[limit] = {n: disguised((key if n in two else stubs)[n].decode(), padded=True).encode() for n in stubs}
+    rows = []  # (label, pair, should it be flagged: True, False, or None for the known limit)
     print("| case | score | shared tokens | flagged | should be |\n|---|---:|---:|---|---|")
     for label in list(copies)[1:]:
         (pair,) = compare({"key": key, label: copies[label]}) or [Pair("key", label, {}, 0.0, 0)]
-        rows.append((f"{label} vs key", pair, True))
+        rows.append((f"{label} vs key", pair, None if label == limit else True))
     right = [v for v in CATALOG if v.verdict == "right"]
     by_function: dict[str, list] = {}
     for v in right:
@@ -308,10 +341,11 @@ def measure() -> int:
     for pair in shown.values():
         rows.append((f"alone: {pair.a} vs {pair.b}", pair, False))
     for label, pair, should in rows:
-        print(f"| {label} | {pair.score:.3f} | {pair.shared} | {flagged(pair)} | {'flagged' if should else 'not'} |")
+        wanted = {True: "flagged", False: "not", None: "flagged, but a known limit"}[should]
+        print(f"| {label} | {pair.score:.3f} | {pair.shared} | {flagged(pair)} | {wanted} |")
     copied = [p for _, p, should in rows if should]
-    full = [p for _, p, should in rows if not should and not _.startswith("alone")]
-    failures = sum(flagged(p) != should for _, p, should in rows) + sum(flagged(p) for p in singles)
+    full = [p for label, p, should in rows if should is False and not label.startswith("alone")]
+    failures = sum(flagged(p) != should for _, p, should in rows if should is not None) + sum(map(flagged, singles))
     print(
         f"\ncopies: score {min(p.score for p in copied):.3f} to {max(p.score for p in copied):.3f}, shared "
         f"{min(p.shared for p in copied)} tokens or more; honest classmates ({len(honest)} submissions of "
@@ -320,10 +354,9 @@ def measure() -> int:
         f"{max(p.score for p in singles):.3f}, max shared {max(p.shared for p in singles)} tokens, "
         f"{sum(map(flagged, singles))} flagged; threshold {THRESHOLD}, at least {MIN_SHARED} shared tokens"
     )
-    stubs = {n: s.encode() for n, s in _stub_files().items()}
     klass = {f"key{i}": key for i in range(10)}
     klass |= {f"stubs{i}": stubs for i in range(10)}
-    klass |= {f"half{i}": {**stubs, "ppo.py": key["ppo.py"], "grpo.py": key["grpo.py"]} for i in range(10)}
+    klass |= {f"half{i}": {**stubs, **{n: key[n] for n in two}} for i in range(10)}
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
         found = similar_pairs(klass, report=Path(work) / "similarity.html")

@@ -36,10 +36,14 @@ def test_disguised_copies_of_the_key_are_flagged(tmp_path: Path) -> None:
     assert (
         "def ppo_clip_loss(v0: torch.Tensor, v1: torch.Tensor" in renamed["ppo.py"].decode()
     )  # the parameters renamed
-    pairs = similar_pairs({"key": KEY, "renamed": renamed, "half": _disguise(HALF)}, report=tmp_path / "r.html")
+    padded = {n: disguised(s.decode(), padded=True).encode() for n, s in KEY.items()}  # useless lines added
+    assert "_ = None" in padded["grpo.py"].decode()
+    submissions = {"key": KEY, "renamed": renamed, "half": _disguise(HALF), "padded": padded}
+    pairs = similar_pairs(submissions, report=tmp_path / "r.html")
     scores = {(p.a, p.b): p for p in pairs}
-    assert set(scores) == {("key", "renamed"), ("key", "half"), ("renamed", "half")}
-    assert scores["key", "renamed"].score > 0.85 and scores["key", "renamed"].files["ppo.py"][0] > 0.8
+    assert set(scores) == {(a, b) for i, a in enumerate(submissions) for b in list(submissions)[i + 1 :]}
+    assert scores["key", "renamed"].score > 0.95 and scores["key", "renamed"].files["ppo.py"][0] > 0.95
+    assert scores["key", "padded"].score > 0.9
     assert all(p.score >= THRESHOLD and p.shared >= MIN_SHARED for p in pairs)
     html = (tmp_path / "r.html").read_text()
     assert "renamed/ppo.py" in html and "rlhf-similarity-" not in html  # labels, not the temporary folders
@@ -67,7 +71,7 @@ def test_missing_files_syntax_errors_and_bytes_that_are_not_utf8() -> None:
     broken = {"ppo.py": KEY["ppo.py"] + b"\ndef oops(:\n", "grpo.py": b"\xff\xfe not utf-8 \x80"}
     (pair,) = compare({"key": KEY, "broken": broken, "empty": {}})
     assert (pair.a, pair.b) == ("key", "broken") and set(pair.files) == {"ppo.py"}
-    assert pair.files["ppo.py"][1] > 0.9  # broken's ppo.py is found in the key's
+    assert pair.files["ppo.py"][1] > 0.8  # broken's ppo.py is found in the key's
 
 
 def test_folders_are_read_without_following_links(tmp_path: Path) -> None:
