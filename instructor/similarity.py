@@ -193,7 +193,7 @@ def _pairs(detector, root: Path, labels: list[str]) -> list[Pair]:
         ]
         side = 0 if sides[0] >= sides[1] else 1
         pairs.append(
-            Pair(labels[i], labels[j], dict(sorted(shares.items())), float(sides[side]), round(found[i, j][side]))
+            Pair(labels[i], labels[j], dict(sorted(shares.items())), float(sides[side]), int(round(found[i, j][side])))
         )
     return pairs
 
