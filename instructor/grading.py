@@ -477,6 +477,21 @@ def main(argv: list[str] | None = None) -> None:
         help="run the children without the sandbox (where it cannot be built): they can then read this machine, "
         "the answer key included, write wherever you can, and leave processes running",
     )
+    from instructor import similarity  # copydetect's winnowing: only with --similarity
+
+    parser.add_argument(
+        "--similarity",
+        nargs="?",
+        type=float,
+        const=similarity.THRESHOLD,
+        default=None,
+        metavar="THRESHOLD",
+        help="after grading, compare every pair of submissions file by file (instructor.similarity) and note each "
+        f"pair whose score reaches THRESHOLD (default {similarity.THRESHOLD}) in both rows; put it after the folders",
+    )
+    parser.add_argument(
+        "--similarity_report", type=Path, default=None, help="the HTML report (default: similarity.html beside --csv)"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: give 1 or more (submissions graded at once)")
@@ -510,6 +525,17 @@ def main(argv: list[str] | None = None) -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each child is its own process on one thread
         grades = list(pool.map(one, enumerate(args.submissions, 1)))
+    if args.similarity is not None:  # read as the grader reads them (no link followed); labelled as the rows
+        report = args.similarity_report or args.csv.parent / "similarity.html"
+        read = {str(folder): _read_submission(folder)[0] for folder in args.submissions}
+        pairs = similarity.similar_pairs(read, args.similarity, report)
+        rows = {g.submission: g for g in grades}
+        for pair in pairs:
+            for me in (pair.a, pair.b):
+                rows[me].notes.append(pair.note(me, report))
+        print(
+            f"similarity: {len(pairs)} pairs flagged (score >= {args.similarity:g}); report {report}", file=sys.stderr
+        )
     print(markdown_table(grades))
     write_csv(args.csv, grades, sandbox="yes" if isolate else "no")
     print(f"table written to {args.csv}", file=sys.stderr)

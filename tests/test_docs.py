@@ -256,6 +256,9 @@ def test_inline_names_exist(doc: str) -> None:
                     "--jobs",
                     "--threshold",
                     "--run_name",
+                    "--similarity",  # instructor.grading and instructor.similarity (INSTRUCTOR.md §4.8)
+                    "--similarity_report",
+                    "--measure",
                     *LAUNCHER_FLAGS,
                 )
             ):
