@@ -481,13 +481,15 @@ def main(argv: list[str] | None = None) -> None:
 
     parser.add_argument(
         "--similarity",
-        nargs="?",
-        type=float,
-        const=similarity.THRESHOLD,
-        default=None,
-        metavar="THRESHOLD",
+        action="store_true",
         help="after grading, compare every pair of submissions file by file (instructor.similarity) and note each "
-        f"pair whose score reaches THRESHOLD (default {similarity.THRESHOLD}) in both rows; put it after the folders",
+        "flagged pair in both rows (the table and the CSV; not the students' feedback)",
+    )
+    parser.add_argument(
+        "--similarity_threshold",
+        type=float,
+        default=similarity.THRESHOLD,
+        help="the score (of the pair, or of one of its files) from which a pair is flagged",
     )
     parser.add_argument(
         "--similarity_report", type=Path, default=None, help="the HTML report (default: similarity.html beside --csv)"
@@ -525,16 +527,17 @@ def main(argv: list[str] | None = None) -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each child is its own process on one thread
         grades = list(pool.map(one, enumerate(args.submissions, 1)))
-    if args.similarity is not None:  # read as the grader reads them (no link followed); labelled as the rows
+    if args.similarity:  # read as the grader reads them (no link followed); labelled as the rows
         report = args.similarity_report or args.csv.parent / "similarity.html"
         read = {str(folder): _read_submission(folder)[0] for folder in args.submissions}
-        pairs = similarity.similar_pairs(read, args.similarity, report)
+        pairs = similarity.similar_pairs(read, args.similarity_threshold, report)
         rows = {g.submission: g for g in grades}
         for pair in pairs:
             for me in (pair.a, pair.b):
-                rows[me].notes.append(pair.note(me, report))
+                rows[me].flags.append(pair.note(me, report))
         print(
-            f"similarity: {len(pairs)} pairs flagged (score >= {args.similarity:g}); report {report}", file=sys.stderr
+            f"similarity: {len(pairs)} pairs flagged (score >= {args.similarity_threshold:g}); report {report}",
+            file=sys.stderr,
         )
     print(markdown_table(grades))
     write_csv(args.csv, grades, sandbox="yes" if isolate else "no")

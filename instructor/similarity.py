@@ -39,7 +39,7 @@ import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from markupsafe import escape
@@ -59,6 +59,8 @@ class Pair:
     files: dict[str, tuple[float, float]]
     score: float
     shared: int
+    # {file: (tokens of a's file found in b's, of b's in a's)}: what a single copied file is flagged by
+    file_tokens: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def note(self, me: str, report: str | Path | None = None) -> str:
         """The note for submission ``me`` (a or b): "similar to OTHER: SCORE (FILE SHARE, ...)", where each
@@ -172,6 +174,7 @@ def _pairs(detector, root: Path, labels: list[str]) -> list[Pair]:
         i, _ = owner(path)
         coverage[i] = coverage.get(i, 0) + int(fingerprint.token_coverage)
     per_pair: dict[tuple[int, int], dict[str, tuple[float, float]]] = {}
+    per_file: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
     found: dict[tuple[int, int], list[float]] = {}  # tokens of i's files found in j's, and of j's in i's
     for x, test_f in enumerate(detector.test_files):
         for y, ref_f in enumerate(detector.ref_files):
@@ -182,9 +185,12 @@ def _pairs(detector, root: Path, labels: list[str]) -> list[Pair]:
             if share_i < 0 or (share_i == 0 and share_j == 0):  # -1: not compared (another name)
                 continue
             per_pair.setdefault((i, j), {})[name] = (share_i, share_j)
+            tokens_i = share_i * detector.file_data[test_f].token_coverage
+            tokens_j = share_j * detector.file_data[ref_f].token_coverage
+            per_file.setdefault((i, j), {})[name] = (int(round(tokens_i)), int(round(tokens_j)))
             tokens = found.setdefault((i, j), [0.0, 0.0])
-            tokens[0] += share_i * detector.file_data[test_f].token_coverage
-            tokens[1] += share_j * detector.file_data[ref_f].token_coverage
+            tokens[0] += tokens_i
+            tokens[1] += tokens_j
     pairs = []
     for (i, j), shares in per_pair.items():
         sides = [
@@ -192,14 +198,24 @@ def _pairs(detector, root: Path, labels: list[str]) -> list[Pair]:
             found[i, j][1] / coverage[j] if coverage[j] else 0.0,
         ]
         side = 0 if sides[0] >= sides[1] else 1
+        shared = int(round(found[i, j][side]))
+        files = dict(sorted(shares.items()))
         pairs.append(
-            Pair(labels[i], labels[j], dict(sorted(shares.items())), float(sides[side]), int(round(found[i, j][side])))
+            Pair(labels[i], labels[j], files, float(sides[side]), shared, dict(sorted(per_file[i, j].items())))
         )
     return pairs
 
 
 def flagged(pair: Pair, threshold: float = THRESHOLD) -> bool:
-    return pair.score >= threshold and pair.shared >= MIN_SHARED
+    """Whether ``pair`` is flagged: its score reaches ``threshold`` with MIN_SHARED tokens or more shared, or
+    one file of it does (either direction): a file copied whole is flagged however much else the folder holds."""
+    if pair.score >= threshold and pair.shared >= MIN_SHARED:
+        return True
+    return any(
+        share >= threshold and tokens >= MIN_SHARED
+        for name, shares in pair.files.items()
+        for share, tokens in zip(shares, pair.file_tokens.get(name, (0, 0)))
+    )
 
 
 def similar_pairs(
@@ -253,11 +269,11 @@ def disguised(source: str, padded: bool = False) -> str:
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     tree.body = [n for n in tree.body if n not in defs] + defs[::-1]
     for node in ast.walk(ast.Module(body=defs, type_ignores=[])) if padded else ():
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
+        for block_name in ("body", "orelse", "finalbody"):
+            block = getattr(node, block_name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 padding = [[stmt, *ast.parse("_ = None").body[: i % 2]] for i, stmt in enumerate(block)]
-                setattr(node, field, [stmt for pair in padding for stmt in pair])
+                setattr(node, block_name, [stmt for pair in padding for stmt in pair])
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
@@ -313,6 +329,11 @@ def measure() -> int:
             **stubs,
             **{n: disguised(key[n].decode(), padded=True).encode() for n in two},
         },
+    }
+    # One large file copied, every other function padded (the stubs too): the pair's score is diluted, the file's is not.
+    copies["after_grpo.py of the key, renamed+reordered, every other file padded stubs"] = {
+        n: disguised((key if n == "after_grpo.py" else stubs)[n].decode(), padded=n != "after_grpo.py").encode()
+        for n in stubs
     }
     # A known limit: useless lines in every function of the folder, the untouched stubs' too, dilute the score.
     limit = "ppo.py+grpo.py of the key renamed+reordered+padded, every stub padded too (a known limit)"

@@ -258,6 +258,7 @@ def test_inline_names_exist(doc: str) -> None:
                     "--run_name",
                     "--similarity",  # instructor.grading and instructor.similarity (INSTRUCTOR.md §4.8)
                     "--similarity_report",
+                    "--similarity_threshold",
                     "--measure",
                     *LAUNCHER_FLAGS,
                 )
