@@ -20,7 +20,10 @@
 - :mod:`instructor.mutations`: the catalog run in-process against the cases.
 - :mod:`instructor.properties`: the catalog run in-process against the property tests (tests/properties/).
 - :mod:`instructor.gate`: the outcome gates (a short training run per algorithm, judged apart) and their bars.
-- :mod:`instructor.release` and :mod:`instructor.grading`: the student release and the class grader.
+- :mod:`instructor.release` and :mod:`instructor.grading`: the student release and the class grader;
+  :mod:`instructor.feedback`, each student's page (``--feedback``); :mod:`instructor.similarity`, the pairs of
+  submissions that share code (``--similarity``, copydetect); :mod:`instructor.gradescope`, the grader as a
+  Gradescope autograder zip.
 - :mod:`instructor.children`: the grader's child processes (tree, command line, limits), shared by the grader
   and the gates; the programs they run, :mod:`instructor.case_child`, :mod:`instructor.gate_child` and
   :mod:`instructor.judge_child`; :mod:`instructor.sandbox` (with :mod:`instructor.sandbox_setup`) isolates them.
