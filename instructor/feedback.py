@@ -89,6 +89,19 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def fix(grade, function: str) -> str:
+    """What to fix in ``function``: its diagnosis; where it fails cases without one, that only all-zero answers
+    (or errors) pass; "" when it passes everything."""
+    if function in grade.diagnoses:
+        return grade.diagnoses[function]
+    if grade.passed[function] < grade.total[function]:
+        return (
+            "it gets right only cases whose answer is all zeros (or an error); returning zeros or raising is not an "
+            f"implementation. Reread TASKS.md {SECTIONS[function]}."
+        )
+    return ""
+
+
 def function_text(grade, function: str) -> str:
     """One function's feedback: points, passes, and what to fix (or that it passes everything)."""
     hidden = f"{grade.passed[function]}/{grade.total[function]}"
@@ -97,13 +110,8 @@ def function_text(grade, function: str) -> str:
         f"{function} (TASKS.md {SECTIONS[function]}): {grade.points(function):g} of {grade.max_points(function):g} "
         f"points; hidden cases passed {hidden} (the grade), published cases passed {published} (self-check).",
     ]
-    if function in grade.diagnoses:
-        lines.append(f"What to fix: {grade.diagnoses[function]}")
-    elif grade.passed[function] < grade.total[function]:
-        lines.append(
-            "What to fix: it gets right only cases whose answer is all zeros (or an error); returning zeros or "
-            f"raising is not an implementation. Reread TASKS.md {SECTIONS[function]}."
-        )
+    if fix(grade, function):
+        lines.append(f"What to fix: {fix(grade, function)}")
     return "\n".join(lines)
 
 
@@ -137,13 +145,10 @@ def page(grade, title: str | None = None) -> str:
         "|---|---|---:|---:|---:|---|",
     ]
     for function in grade.total:
-        fix = grade.diagnoses.get(function, "")
-        if not fix and grade.passed[function] < grade.total[function]:
-            fix = function_text(grade, function).split("What to fix: ", 1)[1]
         lines.append(
             f"| {function} | {SECTIONS[function]} | {grade.points(function):g} / {grade.max_points(function):g} | "
             f"{grade.passed[function]}/{grade.total[function]} | "
-            f"{grade.published_passed[function]}/{grade.published_total[function]} | {_cell(fix) or '—'} |"
+            f"{grade.published_passed[function]}/{grade.published_total[function]} | {_cell(fix(grade, function)) or '—'} |"
         )
     if ran:
         lines += [

@@ -206,7 +206,7 @@ def _grader_user() -> tuple[tuple[int, int] | None, str]:
 
 def _results(grade, gates: tuple, stage: str, header: list[str], seconds: float) -> dict:
     """results.json as Gradescope reads it: a test per graded function and per gate, the page, the score."""
-    from instructor.feedback import function_text, gate_text, page
+    from instructor.feedback import SECTIONS, function_text, gate_text, page
     from instructor.grading import FUNCTIONS
 
     tests = []
@@ -214,7 +214,7 @@ def _results(grade, gates: tuple, stage: str, header: list[str], seconds: float)
         full = grade.total[f] > 0 and grade.passed[f] == grade.total[f]
         tests.append(
             {
-                "name": f"{f} ({_section(f)})",
+                "name": f"{f} ({SECTIONS[f]})",
                 "score": grade.points(f),
                 "max_score": grade.max_points(f),
                 "status": "passed" if full else "failed",
@@ -240,12 +240,6 @@ def _results(grade, gates: tuple, stage: str, header: list[str], seconds: float)
         "stdout_visibility": "hidden",
         "tests": tests,
     }
-
-
-def _section(function: str) -> str:
-    from instructor.feedback import SECTIONS
-
-    return SECTIONS[function]
 
 
 def _write(path: Path, results: dict) -> None:
