@@ -9,9 +9,10 @@
 
 Before the loop: preference pairs, built once from the starting policy (pair_samples replies per prompt
 -> the task's reward -> ranked, ties dropped) and kept in pairs_dir for the next run with the same
-settings, or read from --pairs_file (rlhf_practice/preferences.py). Building is timed apart from training.
-One step: a batch of pairs -> log pi of its chosen and rejected replies (with gradient) and log pi_ref
-(frozen) -> DPO loss -> update -> log. No reward and no sampling in the loop: only every eval_every
+settings, or read from --pairs_file (rlhf_practice/preferences.py). Then log pi_ref of every pair, once
+(your reference_logps on the frozen reference, in batches): pi_ref never changes, so every step and epoch
+reuses them. Both are timed apart from training (summary.json's pairs_s). One step: a batch of pairs -> log pi of its chosen and
+rejected replies (with gradient), their log pi_ref read from the pairs -> DPO loss -> update -> log. No reward and no sampling in the loop: only every eval_every
 steps are fresh replies sampled, to measure reward/mean and kl/ref, the figures that compare with PPO
 and GRPO. The functions you write come from ``run.impl.dpo`` (``--impl``): rlhf_practice/rl/dpo.py.
 """
@@ -49,6 +50,7 @@ def main() -> None:
         with run.logger.set_aside("pairs"):
             pairs, source = run.from_main(lambda: load_pairs(config) if config.pairs_file else cached_pairs(run))
             data = PairData(pairs, run.tokenizer, policy.max_length, str(source))
+            reference_once(run, dpo, reference, data, config.seed)  # log pi_ref of every pair, once
         announce_pairs(run, len(data))
         run.logger.notes["pairs_file"] = str(source)
         # Batches of train_batch_size pairs (with N processes, each takes its share of every batch).
@@ -65,6 +67,7 @@ def main() -> None:
                 with run.logger.set_aside("pairs"):
                     pairs = run.from_main(lambda: round_two_pairs(run))
                     data = PairData(pairs, run.tokenizer, policy.max_length, "pairs_round2.jsonl")
+                    reference_once(run, dpo, reference, data, config.seed + 1)
                 announce_pairs(run, len(data), "round 2 ")
                 batches = data.batches(config.train_batch_size, config.seed + 1, run.process_index, run.num_processes)
 
@@ -76,7 +79,7 @@ def main() -> None:
 
             # 2. The DPO update on a batch of pairs (your reply_logps, reference_logps, dpo_loss).
             batch = next(batches).to(run.device)
-            stats = dpo_step(dpo, policy, lm, reference, optimizer, batch, config)
+            stats = dpo_step(dpo, policy, lm, optimizer, batch, config)
 
             # 3. Log: rewards/* are DPO's implicit rewards beta * (log pi - log pi_ref) on the training
             #    pairs; reward/mean is the task's reward of fresh samples.
@@ -87,7 +90,6 @@ def dpo_step(
     dpo: ModuleType,
     policy: PolicyValueModel,
     lm: torch.nn.Module,
-    reference: PolicyValueModel,
     optimizer: torch.optim.Optimizer,
     batch: PairBatch,
     config: DPOConfig,
@@ -97,11 +99,8 @@ def dpo_step(
     args = (batch.input_ids, batch.attention_mask, batch.prompt_lengths)
     with policy.autocast():
         logps = dpo.reply_logps(lm, *args)  # (2n,), with gradient
-    with reference.autocast():
-        # clone(): a normal tensor even if your reference_logps ran under torch.inference_mode
-        ref_logps = dpo.reference_logps(reference.lm, *args).clone()  # (2n,), no gradient
     chosen, rejected = logps.chunk(2)
-    ref_chosen, ref_rejected = ref_logps.chunk(2)
+    ref_chosen, ref_rejected = batch.ref_logps.chunk(2)  # your reference_logps, computed once per pair set
     losses, chosen_rewards, rejected_rewards = dpo.dpo_loss(chosen, rejected, ref_chosen, ref_rejected, config.beta)
     loss = losses.mean()
     check_finite("loss/policy", loss)
@@ -124,11 +123,27 @@ def dpo_step(
 
 
 def announce_pairs(run: TrainingRun, count: int, which: str = "") -> None:
-    """One line with the seconds spent so far on the pairs (built or read, then tokenized): the same
+    """One line with the seconds spent so far on the pairs (built or read, tokenized, their log pi_ref): the same
     measurement as summary.json's ``pairs_s``, which leaves them out of every step's time."""
     if run.process_index == 0:
         seconds = run.logger.set_aside_seconds["pairs"]
         print(f"pairs: {which}{count} ready; pairs_s = {seconds:.1f} s (summary.json)", file=sys.stderr)
+
+
+def reference_once(run: TrainingRun, dpo: ModuleType, reference: PolicyValueModel, data: PairData, seed: int) -> None:
+    """log pi_ref of every pair, with your reference_logps, once per pair set (:meth:`PairData.compute_reference`,
+    on the batches ``data.batches`` yields first with ``seed``): pi_ref never changes while these pairs are
+    used, so every step and epoch reads them instead of running the reference again."""
+    with reference.autocast():
+        data.compute_reference(
+            dpo.reference_logps,
+            reference.lm,
+            run.config.train_batch_size,
+            seed,
+            run.process_index,
+            run.num_processes,
+            run.device,
+        )
 
 
 def round_two_pairs(run: TrainingRun) -> list[dict]:

@@ -39,12 +39,13 @@ import shlex
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
 from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig, RewardModelConfig
 from rlhf_practice.errors import DataError
@@ -286,19 +287,26 @@ class PairBatch:
     input_ids:      LongTensor (2n, S)
     attention_mask: LongTensor (2n, S)  1 on prompt and reply tokens (end-of-text included), 0 on padding
     prompt_lengths: LongTensor (2n,)    the prompt's tokens in each row; its reply starts there
+    ref_logps:      FloatTensor (2n,)   log pi_ref of each row's reply, once :meth:`PairData.compute_reference`
+                                        has run (None before)
     """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     prompt_lengths: torch.Tensor
+    ref_logps: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> PairBatch:
-        return PairBatch(self.input_ids.to(device), self.attention_mask.to(device), self.prompt_lengths.to(device))
+        ref_logps = None if self.ref_logps is None else self.ref_logps.to(device)
+        return PairBatch(
+            self.input_ids.to(device), self.attention_mask.to(device), self.prompt_lengths.to(device), ref_logps
+        )
 
 
 class PairData:
     """The pairs, tokenized once: prompt and reply separately (as TRL does), the reply followed by
-    end-of-text where it ended. Pairs that do not fit ``max_length`` positions are left out, with a note."""
+    end-of-text where it ended. Pairs that do not fit ``max_length`` positions are left out, with a note.
+    :meth:`compute_reference` adds the reference log-probs of every pair, which its batches then carry."""
 
     def __init__(self, pairs: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int, source: str):
         self.pad_id = tokenizer.pad_token_id
@@ -321,9 +329,46 @@ class PairData:
                 f"{max_length} positions and were left out.",
                 file=sys.stderr,
             )
+        self.ref_logps: torch.Tensor | None = None  # (len(self), 2): chosen, rejected
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @torch.no_grad()
+    def compute_reference(
+        self,
+        reference_logps: Callable,
+        ref_model: nn.Module,
+        batch_size: int,
+        seed: int,
+        process_index: int = 0,
+        num_processes: int = 1,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        """log pi_ref of every pair's two replies, once: ``reference_logps(ref_model, ...)`` (train_dpo.py
+        passes yours, and the reference's ``lm``). The reference never changes, so the batches of every
+        step and epoch carry these numbers (``PairBatch.ref_logps``) instead of computing them again.
+
+        It runs on the batches that :meth:`batches` yields first with the same arguments, one pass of
+        them (then, under a launcher, on the pairs this process's shares left out), so each pair's
+        number is computed in the very batch that first trains on it: bit for bit what computing it in
+        the step gives (the loss of step 1 is log 2 exactly). A later pass batches a pair with other
+        pairs, hence other padding, so a recomputation there could differ in the last bits; the cache
+        does not."""
+        ref = torch.full((len(self), 2), float("nan"))  # chosen, rejected
+        share = batch_size // num_processes
+        stream = self._index_batches(batch_size, seed, process_index, num_processes)
+        first_pass = [next(stream) for _ in range(-(-len(self) // batch_size))]
+        seen = {i for indices in first_pass for i in indices}
+        rest = [i for i in range(len(self)) if i not in seen]
+        for indices in first_pass + [rest[k : k + share] for k in range(0, len(rest), share)]:
+            batch = self.collate(indices).to(device)
+            # clone(): a normal tensor even if reference_logps ran under torch.inference_mode
+            logps = reference_logps(ref_model, batch.input_ids, batch.attention_mask, batch.prompt_lengths).clone()
+            logps = logps.float().cpu().view(2, -1).T  # (n, 2): chosen, rejected
+            new = [k for k, i in enumerate(indices) if ref[i, 0].isnan()]
+            ref[[indices[k] for k in new]] = logps[new]
+        self.ref_logps = ref
 
     def collate(self, indices: list[int]) -> PairBatch:
         """The pairs ``indices`` as one :class:`PairBatch`: chosen rows first, then rejected, right-padded."""
@@ -332,7 +377,8 @@ class PairData:
         input_ids = torch.tensor([s + [self.pad_id] * (width - len(s)) for s in sequences], dtype=torch.long)
         attention_mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], dtype=torch.long)
         prompt_lengths = torch.tensor([self.rows[i][2] for i in indices] * 2, dtype=torch.long)
-        return PairBatch(input_ids, attention_mask, prompt_lengths)
+        ref_logps = None if self.ref_logps is None else self.ref_logps[indices].T.reshape(-1)  # chosen, then rejected
+        return PairBatch(input_ids, attention_mask, prompt_lengths, ref_logps)
 
     def batches(
         self, batch_size: int, seed: int, process_index: int = 0, num_processes: int = 1
@@ -341,13 +387,18 @@ class PairData:
         (drawn with ``seed``); a pass shorter than a batch is topped up from the next. With
         ``num_processes`` N > 1 (which must divide ``batch_size``), process ``process_index`` gets its
         share of each batch: its batch_size / N consecutive pairs, the same stream in every process."""
+        for indices in self._index_batches(batch_size, seed, process_index, num_processes):
+            yield self.collate(indices)
+
+    def _index_batches(self, batch_size: int, seed: int, process_index: int, num_processes: int) -> Iterator[list[int]]:
+        """The pair indices of each batch :meth:`batches` yields."""
         generator = torch.Generator().manual_seed(seed)
         share = batch_size // num_processes
         order: list[int] = []
         while True:
             while len(order) < batch_size:
                 order += torch.randperm(len(self.rows), generator=generator).tolist()
-            yield self.collate(order[process_index * share : (process_index + 1) * share])
+            yield order[process_index * share : (process_index + 1) * share]
             order = order[batch_size:]
 
 

@@ -185,3 +185,44 @@ def test_pairs_are_ranked_and_ties_dropped() -> None:
     assert len(every) == 5, "4 replies make 6 pairs; a and c tie"
     assert all(p["chosen_reward"] > p["rejected_reward"] for p in every)
     assert rank_pairs("p", ["a", "b"], [0.0, 0.0], [True, True], "best_worst") == []
+
+
+def test_reference_once_equals_recomputing_it(impl: Impl, working_dpo_impl: str) -> None:
+    """PairData.compute_reference: one reference_logps call per batch of one pass (not one per step), and
+    each pair's cached log pi_ref is bit for bit what the batch that first trains on it would compute
+    (so step 1's loss is log 2 exactly); in later passes, where other padding surrounds it, within 1e-5."""
+    import torch
+
+    from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+    from rlhf_practice.preferences import PairData
+
+    dpo = impl.module("dpo")
+    tokenizer = load_tokenizer("tiny")
+    reference = PolicyValueModel.from_pretrained("tiny").reference_model()
+    texts = [" great fun.", " dull and long, so long.", " I loved it.", " bad.", " a film", " the end of it all."]
+    pairs = [
+        {"prompt": f"Review {i}:", "chosen": texts[i % 6], "rejected": texts[(i + 1 + i // 6) % 6],
+         "chosen_ended": i % 2 == 0, "rejected_ended": True}
+        for i in range(10)
+    ]  # fmt: skip
+    data = PairData(pairs, tokenizer, reference.max_length, "test")
+    calls = []
+
+    def counted(*args):
+        calls.append(args[1].shape[0])
+        return dpo.reference_logps(*args)
+
+    data.compute_reference(counted, reference.lm, batch_size=4, seed=3)
+    assert calls == [8, 8, 8], "one batched call per batch of the first pass (10 pairs, 4 a batch: 3 batches)"
+    batches = data.batches(4, seed=3)
+    for step in range(8):  # 32 pairs: more than three passes over the 10
+        batch = next(batches)
+        again = dpo.reference_logps(reference.lm, batch.input_ids, batch.attention_mask, batch.prompt_lengths)
+        if step < 3:
+            assert torch.equal(batch.ref_logps, again), f"step {step + 1}: the cache differs from recomputing"
+        else:
+            torch.testing.assert_close(batch.ref_logps, again, rtol=0, atol=1e-5)
+        chosen, rejected = batch.ref_logps.chunk(2)
+        losses, _, _ = dpo.dpo_loss(chosen, rejected, *again.chunk(2), beta=0.5)
+        if step < 3:
+            assert torch.equal(losses, torch.full_like(losses, torch.log(torch.tensor(2.0)).item()))
