@@ -252,7 +252,7 @@ class TrainConfig(Settings):
     mixed_precision: bool = True
     """On CUDA, run forward passes in bfloat16 autocast (ignored on a CPU)."""
     decoding: str = setting("auto", one_of("auto", "static", "hf"))
-    """How replies are sampled: "static" (pre-allocated KV cache, a CUDA graph on CUDA; GPT-2 models), "hf" (Hugging Face generate) or "auto" (static on CUDA, hf on a CPU)."""
+    """How replies are sampled: "static" (pre-allocated KV cache, a CUDA graph on CUDA; GPT-2 models), "hf" (Hugging Face generate) or "auto" (static for GPT-2 models, else hf)."""
     run_dir: str = "runs"
     """Folder that receives one sub-folder per run."""
     run_name: str = setting(

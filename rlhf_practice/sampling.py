@@ -17,6 +17,9 @@ The two paths sample alike (temperature, then top-k, then top-p, then ``torch.mu
     new token: one launch instead of hundreds. The capture is paid once per batch shape and reported
     in :attr:`Sampler.capture_seconds`.
 
+  - eagerly (on a CPU), each step writes its column with ``narrow().copy_()`` and attends only to the
+    columns written so far, with no mask to build: per token, the forward of one token and the draw.
+
   It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
   weights as training updates them in place. It stops when every row has ended, as ``generate``
   does, so under the same seed both paths draw the same random numbers: the tests compare them token
@@ -54,7 +57,7 @@ class Sampler:
     """Samples one reply per prompt from ``policy`` with fixed settings, on the path ``decoding`` asks for.
 
     ``decoding`` "hf" uses Hugging Face ``generate``; "static" a :class:`StaticCacheDecoder` (GPT-2
-    models; a CUDA graph on CUDA); "auto" static on CUDA and hf on a CPU. After construction
+    models; a CUDA graph on CUDA); "auto" static where the model allows it, else hf. After construction
     ``decoding`` is the path taken ("static" or "hf") and ``description`` says which and why (the
     start-up line of a run). Both paths run at the policy's precision (``policy.bf16``).
     """
@@ -139,10 +142,7 @@ def resolve_decoding(requested: str, policy: PolicyValueModel) -> tuple[str, str
         if requested == "static":
             raise ConfigError(f"decoding='static': {unsupported}; use --decoding hf (or auto).")
         return "hf", f"Hugging Face generate ({unsupported})"
-    on_cuda = policy.device.type == "cuda"
-    if requested == "auto" and not on_cuda:
-        return "hf", "Hugging Face generate (on a CPU; --decoding static for the static KV cache)"
-    return "static", "static KV cache" + (" + CUDA graph" if on_cuda else "")
+    return "static", "static KV cache" + (" + CUDA graph" if policy.device.type == "cuda" else "")
 
 
 def static_cache_support(lm: nn.Module) -> str | None:
@@ -163,7 +163,11 @@ def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dty
 def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
-    ``top_p`` of the probability (1.0 = all), then one ``torch.multinomial`` draw per row."""
+    ``top_p`` of the probability (1.0 = all), then one draw per row, the very draw of
+    ``torch.multinomial(probs, 1)``: it divides the probabilities by exponential noise drawn from the
+    global generator for every (row, token) and takes the largest (the exponential race). Written out
+    here without multinomial's checks of the input, which cost two waits per token; the generator
+    is used alike, so the tokens and what is drawn after them are the same bit for bit."""
     if temperature != 1.0:
         logits = logits / temperature
     if top_k:
@@ -174,7 +178,9 @@ def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_
         drop_sorted = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
         drop_sorted[..., -1:] = False  # always keep the most likely token
         logits = logits.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
-    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1).squeeze(1)
+    probs = F.softmax(logits, dim=-1)  # (B, V)
+    race = torch.empty_like(probs).exponential_()
+    return torch.div(probs, race, out=race).argmax(dim=-1)
 
 
 class StaticCacheDecoder:
@@ -206,14 +212,18 @@ class StaticCacheDecoder:
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        cache_index: torch.Tensor,
+        cache_index: torch.Tensor | int,
         key_mask: torch.Tensor,
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
     ) -> torch.Tensor:
         """Run ``input_ids`` (B, n) at cache columns ``cache_index`` (n,); return float32 logits of
         the last position (B, V). ``key_mask`` (B, 1, n, S) says which cached keys each position sees;
-        ``keys``/``values`` are the per-layer buffers (B, heads, S, head_dim), written in place."""
+        ``keys``/``values`` are the per-layer buffers (B, heads, S, head_dim), written in place.
+
+        Eagerly ``cache_index`` may be an int c instead: the columns c .. c + n - 1, and attention then
+        reads only the columns written so far, 0 .. c + n - 1 (``key_mask`` (B, 1, n, c + n)): on a CPU
+        the unwritten columns would cost work every step. A CUDA graph needs the tensor form (fixed shapes)."""
         transformer = self.lm.transformer
         x = transformer.wte(input_ids) + transformer.wpe(positions)  # (B, n, H)
         batch, n = input_ids.shape
@@ -221,9 +231,15 @@ class StaticCacheDecoder:
             attn = block.attn
             q, k, v = attn.c_attn(block.ln_1(x)).split(attn.split_size, dim=2)  # (B, n, H) each
             q, k, v = (t.view(batch, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-            k_cache.index_copy_(2, cache_index, k.to(k_cache.dtype))
-            v_cache.index_copy_(2, cache_index, v.to(v_cache.dtype))
-            out = F.scaled_dot_product_attention(q, k_cache, v_cache, key_mask, scale=attn.scaling)  # (B, heads, n, d)
+            if isinstance(cache_index, int):
+                k_cache.narrow(2, cache_index, n).copy_(k)
+                v_cache.narrow(2, cache_index, n).copy_(v)
+                k_seen, v_seen = k_cache[:, :, : cache_index + n], v_cache[:, :, : cache_index + n]
+            else:
+                k_cache.index_copy_(2, cache_index, k.to(k_cache.dtype))
+                v_cache.index_copy_(2, cache_index, v.to(v_cache.dtype))
+                k_seen, v_seen = k_cache, v_cache
+            out = F.scaled_dot_product_attention(q, k_seen, v_seen, key_mask, scale=attn.scaling)  # (B, heads, n, d)
             x = x + attn.c_proj(out.transpose(1, 2).reshape(batch, n, -1))
             x = x + block.mlp(block.ln_2(x))
         return self.lm.lm_head(transformer.ln_f(x[:, -1])).float()  # (B, V)
@@ -249,7 +265,9 @@ class StaticCacheDecoder:
         stops when every row has ended (n <= max_new_tokens). Precision as ``bf16`` says.
         """
         batch, prompt_width = input_ids.shape
-        extra = -prompt_width % PROMPT_WIDTH_MULTIPLE  # left padding added inside, removed at the end
+        # Left padding added inside (removed at the end) so that near widths share one CUDA graph; eagerly
+        # it would only cost work.
+        extra = -prompt_width % PROMPT_WIDTH_MULTIPLE if self.use_cuda_graph else 0
         ids = F.pad(input_ids, (extra, 0), value=pad_token_id)
         mask = F.pad(attention_mask.long(), (extra, 0), value=0)
         width = ids.shape[1]
@@ -276,24 +294,28 @@ class StaticCacheDecoder:
                 values = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
             rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt
             prefill_mask = (columns <= rows)[None] & key_real[:, None] | (columns == rows)[None]  # (B, P', S)
-            logits = self._forward(ids, positions, columns[:width], prefill_mask[:, None], keys, values)
+            if graph is not None:
+                logits = self._forward(ids, positions, columns[:width], prefill_mask[:, None], keys, values)
+            else:
+                logits = self._forward(ids, positions, 0, prefill_mask[:, None, :, :width], keys, values)
 
             unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-            new_tokens = []
+            new_tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+            key_real = key_real[:, None, None]  # (B, 1, 1, S)
             for step in range(max_new_tokens):
-                token = sample_next_token(logits, temperature, top_k, top_p)
-                token = torch.where(unfinished, token, torch.full_like(token, pad_token_id))
-                new_tokens.append(token)
+                token = sample_next_token(logits, temperature, top_k, top_p).masked_fill_(~unfinished, pad_token_id)
+                new_tokens[:, step] = token
                 unfinished &= token != eos_token_id
                 if step == max_new_tokens - 1 or not unfinished.any():
                     break
-                index = columns[width + step : width + step + 1]  # (1,): the cache column of this token
-                step_mask = (key_real & (columns <= width + step))[:, None, None]  # (B, 1, 1, S)
+                column = width + step  # the cache column of this token
                 if graph is not None:
-                    logits = graph.run(token[:, None], next_position + step, index, step_mask)
+                    step_mask = key_real & (columns <= column)  # (B, 1, 1, S)
+                    logits = graph.run(token[:, None], next_position + step, columns[column : column + 1], step_mask)
                 else:
-                    logits = self._forward(token[:, None], next_position + step, index, step_mask, keys, values)
-        return torch.cat([input_ids, torch.stack(new_tokens, dim=1)], dim=1)
+                    step_mask = key_real[..., : column + 1]  # (B, 1, 1, column + 1): a view, the columns written
+                    logits = self._forward(token[:, None], next_position + step, column, step_mask, keys, values)
+        return torch.cat([input_ids, new_tokens[:, : step + 1]], dim=1)
 
     def _graph_for(self, cache_shape: tuple[int, ...], cache_dtype: torch.dtype) -> _CapturedStep | None:
         """The captured step for this cache shape (recorded on first use); None if recording fails."""

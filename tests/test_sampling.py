@@ -13,7 +13,13 @@ import torch
 
 from rlhf_practice.errors import ConfigError
 from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
-from rlhf_practice.sampling import Sampler, StaticCacheDecoder, resolve_decoding, static_cache_support
+from rlhf_practice.sampling import (
+    Sampler,
+    StaticCacheDecoder,
+    resolve_decoding,
+    sample_next_token,
+    static_cache_support,
+)
 
 # Prompts of 1 to 9 tokens (left padding of several widths); two are whole short reviews, so that
 # some replies end with EOS after a token or two.
@@ -49,8 +55,15 @@ def _both(tiny, seed: int = 0, **sampling):
 
 @pytest.mark.parametrize(
     "sampling",
-    [{}, {"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.8}, {"temperature": 1.3, "top_k": 50, "top_p": 0.9}],
-    ids=["plain", "temperature", "top_k", "top_p", "all_three"],
+    [
+        {},
+        {"temperature": 0.5},
+        {"temperature": 1.7},
+        {"top_k": 5},
+        {"top_p": 0.8},
+        {"temperature": 1.3, "top_k": 50, "top_p": 0.9},
+    ],
+    ids=["plain", "temperature_0.5", "temperature_1.7", "top_k", "top_p", "all_three"],
 )
 def test_same_samples_masks_and_logprobs_as_generate(tiny, sampling) -> None:
     (hf, hf_after), (static, static_after) = _both(tiny, seed=3, **sampling)
@@ -61,6 +74,22 @@ def test_same_samples_masks_and_logprobs_as_generate(tiny, sampling) -> None:
     policy = tiny[1]
     with torch.no_grad():
         assert torch.equal(policy.evaluate_sequences(hf).logprobs, policy.evaluate_sequences(static).logprobs)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
+def test_each_draw_is_multinomials_from_the_tempered_distribution(temperature: float) -> None:
+    """sample_next_token draws from softmax(logits / temperature), the distribution whose log-probs the
+    scoring pass computes: token for token what torch.multinomial draws from it under the same seed,
+    with the generator left in the same state (so every later draw of a run is unchanged too)."""
+    logits = torch.randn(64, 1497, generator=torch.Generator().manual_seed(0)) * 4
+    logits[:3, :100] = -float("inf")  # tokens that can never be drawn
+    for seed in range(20):
+        torch.manual_seed(seed)
+        ours, ours_after = sample_next_token(logits, temperature, 0, 1.0), torch.rand(3)
+        torch.manual_seed(seed)
+        want = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(1)
+        assert torch.equal(ours, want) and torch.equal(ours_after, torch.rand(3))
+        assert (ours[:3] >= 100).all()
 
 
 def test_greedy_matches_generate_without_sampling(tiny) -> None:
@@ -113,7 +142,7 @@ def test_prompt_width_a_multiple_of_eight_and_not(tiny) -> None:
 
 def test_which_path_a_run_uses(tiny) -> None:
     policy = tiny[1]
-    assert resolve_decoding("auto", policy)[0] == "hf"  # the CPU keeps generate
+    assert resolve_decoding("auto", policy) == ("static", "static KV cache")  # on a CPU too: it is the faster
     assert resolve_decoding("static", policy) == ("static", "static KV cache")
     assert resolve_decoding("hf", policy)[0] == "hf"
     other = types.SimpleNamespace(lm=types.SimpleNamespace(config=types.SimpleNamespace(model_type="llama")))

@@ -131,7 +131,7 @@ def test_kl_controller_moves_beta_in_proportion_to_the_error() -> None:
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_same_seed_same_metrics_on_cpu(tmp_path: Path, algorithm: str, working_impl: str) -> None:
     """The same seed twice gives the same metrics.csv; so does sampling with the static KV cache
-    (--decoding static, the GPU's default path) instead of Hugging Face generate."""
+    (--decoding static, the default path of GPT-2 models) instead of Hugging Face generate."""
     runs = [
         run_script(algorithm, tmp_path, "--impl", working_impl, "--seed", "3", "--decoding", decoding, name=f"r{i}")[2]
         for i, decoding in enumerate(["hf", "hf", "static"])
