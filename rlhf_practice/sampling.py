@@ -18,7 +18,9 @@ The two paths sample alike (temperature, then top-k, then top-p, then ``torch.mu
     in :attr:`Sampler.capture_seconds`.
 
   - eagerly (on a CPU), each step writes its column with ``narrow().copy_()`` and attends only to the
-    columns written so far, with no mask to build: per token, the forward of one token and the draw.
+    columns written so far, with no mask to build: per token, the forward of one token and the draw;
+    the draw's noise (B x V exponentials, most of its cost) comes from a second thread, drawn on the
+    core the forward leaves free while the forward runs, in the order the draws use it.
 
   It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
   weights as training updates them in place. It stops when every row has ended, as ``generate``
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 import torch
@@ -160,14 +164,20 @@ def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dty
     return [torch.zeros(shape, dtype=dtype, device=device) for _ in blocks]
 
 
-def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+def sample_next_token(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, race: torch.Tensor | None = None
+) -> torch.Tensor:
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
     ``top_p`` of the probability (1.0 = all), then one draw per row, the very draw of
     ``torch.multinomial(probs, 1)``: it divides the probabilities by exponential noise drawn from the
     global generator for every (row, token) and takes the largest (the exponential race). Written out
     here without multinomial's checks of the input, which cost two waits per token; the generator
-    is used alike, so the tokens and what is drawn after them are the same bit for bit."""
+    is used alike, so the tokens and what is drawn after them are the same bit for bit.
+
+    ``race``: that noise, (B, V) float32, drawn beforehand as ``torch.empty(B, V).exponential_()``
+    (overwritten here). The noise does not depend on the logits, so the decoder draws it while the
+    model computes them; drawn in the same order, it is the same noise."""
     if temperature != 1.0:
         logits = logits / temperature
     if top_k:
@@ -179,8 +189,28 @@ def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_
         drop_sorted[..., -1:] = False  # always keep the most likely token
         logits = logits.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
     probs = F.softmax(logits, dim=-1)  # (B, V)
-    race = torch.empty_like(probs).exponential_()
+    if race is None:
+        race = torch.empty_like(probs).exponential_()
     return torch.div(probs, race, out=race).argmax(dim=-1)
+
+
+@contextmanager
+def _a_core_for_the_noise(device: torch.device) -> Iterator[None]:
+    """On a CPU, one intra-op thread fewer inside: the core it frees draws the sampling noise."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads < 2:
+        yield
+        return
+    torch.set_num_threads(threads - 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _draw_race(shape: tuple[int, int]) -> torch.Tensor:
+    """The exponential noise of one draw of :func:`sample_next_token` on a CPU."""
+    return torch.empty(shape).exponential_()
 
 
 class StaticCacheDecoder:
@@ -205,6 +235,7 @@ class StaticCacheDecoder:
         self.use_cuda_graph = lm.device.type == "cuda" if use_cuda_graph is None else use_cuda_graph
         self.capture_seconds = 0.0
         self._graphs: dict[tuple, _CapturedStep] = {}
+        self._noise_thread: ThreadPoolExecutor | None = None  # draws a CPU step's noise during the forward
 
     # ------------------------------------------------------------------------- the model, one call
 
@@ -285,13 +316,21 @@ class StaticCacheDecoder:
         positions = position_ids_from_mask(mask)  # (B, P'), as the scoring pass numbers them
         next_position = positions[:, -1:] + 1  # (B, 1)
 
-        with autocast:
+        with autocast, _a_core_for_the_noise(device):
             graph = self._graph_for(cache_shape, cache_dtype) if self.use_cuda_graph else None
             if graph is not None:
                 keys, values = graph.keys, graph.values
             else:
                 keys = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
                 values = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
+            # On a CPU the draws' exponential noise (B x V numbers a token, most of the sampling's
+            # time) is drawn on a second thread during each forward, one step ahead and only once the
+            # step is sure to come: the generator serves the same draws in the same order.
+            noise = None
+            if device.type == "cpu" and graph is None:
+                noise_shape = (batch, self.lm.get_output_embeddings().weight.shape[0])
+                self._noise_thread = self._noise_thread or ThreadPoolExecutor(1, thread_name_prefix="sampling-noise")
+                noise = self._noise_thread.submit(_draw_race, noise_shape)
             rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt
             prefill_mask = (columns <= rows)[None] & key_real[:, None] | (columns == rows)[None]  # (B, P', S)
             if graph is not None:
@@ -303,11 +342,16 @@ class StaticCacheDecoder:
             new_tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
             key_real = key_real[:, None, None]  # (B, 1, 1, S)
             for step in range(max_new_tokens):
-                token = sample_next_token(logits, temperature, top_k, top_p).masked_fill_(~unfinished, pad_token_id)
+                race = noise.result() if noise is not None else None
+                token = sample_next_token(logits, temperature, top_k, top_p, race).masked_fill_(
+                    ~unfinished, pad_token_id
+                )
                 new_tokens[:, step] = token
                 unfinished &= token != eos_token_id
                 if step == max_new_tokens - 1 or not unfinished.any():
                     break
+                if noise is not None:  # the next step's noise, drawn while this step's forward runs
+                    noise = self._noise_thread.submit(_draw_race, noise_shape)
                 column = width + step  # the cache column of this token
                 if graph is not None:
                     step_mask = key_real & (columns <= column)  # (B, 1, 1, S)
