@@ -5,7 +5,8 @@
     python scripts/benchmark.py --extra --num_steps 20    # extra flags go to both scripts
     python scripts/benchmark.py --level token --seeds 0 1 2       # token level, three seeds
     python scripts/benchmark.py --gpt2-shape --algorithms grpo --extra --num_steps 20   # GPU speed, no hub
-    python scripts/benchmark.py --against-trl                     # GRPO step time: ours vs TRL's GRPOTrainer
+    python scripts/benchmark.py --against-trl     # GRPO and DPO step time, ours vs TRL's trainers, + generation
+    python scripts/benchmark.py --generation      # generation of one GRPO step against its floor
 
 Each script runs as its own process, exactly as a user starts it, so the wall time includes
 start-up (imports, loading the model and data). Per algorithm it reports: wall time, start-up,
@@ -20,11 +21,27 @@ figures and their median.
 ``--gpt2-shape`` trains a randomly initialised model of GPT-2-124M's shape (12 layers, 768 wide,
 50257-token embedding) with the tiny tokenizer and prompts, built locally: GPU speed without the hub.
 
-``--against-trl`` also runs TRL's ``GRPOTrainer`` (``pip install trl``; a benchmark-only dependency,
-not in requirements.txt) on the same model, prompts, reward, batch shape (train_batch_size prompts x
-grpo_group_size replies of max_new_tokens), learning rate and number of steps, one update per batch
-and no reference model, as train_grpo.py does, and prints both mean step times (first step left out)
-and their ratio. Nothing here is a test: it prints.
+``--against-trl`` times TRL's trainers on the work of the project's scripts, in the same run on the
+same machine, and prints each median step time and the ratio (TRL's / ours), plus ``--generation``:
+
+- GRPO: ``GRPOTrainer`` on the same model, prompts, reward, batch shape (train_batch_size prompts x
+  grpo_group_size replies of max_new_tokens), learning rate and number of steps, one update per batch
+  and no reference model, as train_grpo.py does;
+- DPO: ``DPOTrainer`` on the pairs train_dpo.py trained on (its pairs file), with the same batch size
+  (``--dpo-extra``, by default 32 pairs a step for 60 steps), learning rate, beta and gradient clipping,
+  and ``precompute_ref_log_probs`` as train_dpo.py computes log pi_ref once per pair set: the steps do
+  the same work. train_dpo.py's steps also sample fresh replies every eval_every steps (TRL's do not);
+  the median step leaves those few out.
+
+TRL is a benchmark-only dependency, not in requirements.txt: if it cannot be imported, the script
+installs trl==1.16.0 once, without its dependencies (transformers, accelerate and datasets are the
+project's own), into a cache folder (``~/.cache/rlhf_practice/trl-1.16.0``, or under $XDG_CACHE_HOME) that
+it puts on sys.path; where that fails it says so in one line and times the project alone.
+
+``--generation`` times the sampling of one GRPO step of the settings (train_batch_size prompts x
+grpo_group_size replies, max_new_tokens) on the path the run takes, against its floor: the median
+forward of one token for the whole batch with a warm KV cache (the static decoder's), times the tokens
+generated. Medians over repeated calls, in this process. Nothing here is a test: it prints.
 
 A run that cannot start (a bad setting, or one of your functions not written yet) stops the benchmark
 with the script's own one-line error and exit code (2 or 3), before any figures are printed.
@@ -50,13 +67,16 @@ sys.path.insert(0, str(ROOT))
 
 from rlhf_practice.tracking import final_mean, load_run  # noqa: E402
 
+TRL_VERSION = "1.16.0"
+TRL_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlhf_practice" / f"trl-{TRL_VERSION}"
+DPO_AGAINST_TRL = ["--train_batch_size", "32", "--num_steps", "60"]  # the issue's DPO work: 32 pairs a step, 60 steps
 CANNOT_START = (2, 3)  # the scripts' exit codes for a bad setting and for an unwritten function (run_main)
 
 
-def _median(values: list[float]) -> float | None:
+def _median(values: list[float], digits: int = 3) -> float | None:
     """Median of the finite values (explained variance is NaN on steps whose rewards were all equal)."""
     finite = sorted(v for v in values if v == v)
-    return round(finite[len(finite) // 2], 3) if finite else None
+    return round(finite[len(finite) // 2], digits) if finite else None
 
 
 def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list[str]) -> dict:
@@ -76,6 +96,7 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         run = load_run(Path(tmp) / "bench")
 
     m = run.metrics
+    dpo = algorithm == "dpo"  # rows: pairs; its steps sample only every eval_every steps
     rows_per_step = run.config["train_batch_size"] * run.config.get("grpo_group_size", 1)
     train_seconds = sum(m["time/step_s"])
     mean = lambda tag: round(sum(m[tag]) / len(m[tag]), 4) if m.get(tag) else None  # noqa: E731
@@ -96,10 +117,11 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         "steps_per_s": round(len(run.steps) / train_seconds, 2),
         "step_s": mean("time/step_s"),
         "step_s_after_first": round(sum(m["time/step_s"][1:]) / max(1, len(m["time/step_s"]) - 1), 4),
+        "step_s_median": _median(m["time/step_s"][1:] or m["time/step_s"], digits=4),
         "phase_s": phases,
         "decoding": run.summary.get("decoding"),
         "decode_capture_s": run.summary.get("decode_capture_s"),
-        "generated_tokens_per_s": round(tokens / train_seconds, 1),
+        "generated_tokens_per_s": None if dpo else round(tokens / train_seconds, 1),
         "reward_first_10pct": round(first, 3),
         "reward_last_10pct": round(last, 3),
         "reward_gain": round(last - first, 3),
@@ -109,6 +131,7 @@ def benchmark(algorithm: str, preset: str, impl: str, target: float, extra: list
         "final_kl_approx": m["kl/approx"][-1] if "kl/approx" in m else None,
         "value_explained_variance_median": _median(m.get("value/explained_variance", [])),
         "final_kl_ref": round(run.final("kl/ref"), 3) if "kl/ref" in m else None,
+        **({"pairs_file": run.summary.get("pairs_file"), "pairs_s": run.summary.get("pairs_s")} if dpo else {}),
     }
 
 
@@ -134,7 +157,7 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
 
     import trl
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -159,17 +182,7 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
     def sentiment(completions: list[str], **_: object) -> list[float]:
         return [reward_fn.score(text) for text in completions]
 
-    step_times: list[float] = []
-
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, *args, **kwargs):
-            self.start = time.perf_counter()
-
-        def on_step_end(self, *args, **kwargs):
-            if on_cuda:
-                torch.cuda.synchronize()
-            step_times.append(time.perf_counter() - self.start)
-
+    timer = _step_timer(on_cuda)
     rows = ours.train_batch_size * ours.grpo_group_size
     args = trl.GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
@@ -198,21 +211,182 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
         args=args,
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         processing_class=tokenizer,
-        callbacks=[StepTimer()],
+        callbacks=[timer],
     )
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its own summary; stdout is our JSON
         trainer.train()
+    return _trl_figures(trl.__version__, timer.step_times)
+
+
+def trl_dpo(preset: str, flags: list[str], pairs_file: str) -> dict:
+    """Median step time of TRL's DPOTrainer on train_dpo.py's work (its pairs, from ``pairs_file``)."""
+    import warnings
+
+    import trl
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    hf_logging.disable_progress_bar()
+
+    from rlhf_practice.config import DPOConfig, parse_config
+    from rlhf_practice.modeling import load_tokenizer, resolve_model_name
+    from rlhf_practice.preferences import read_pairs
+    from rlhf_practice.training import resolve_device
+
+    ours = parse_config(DPOConfig, ["--preset", preset, *flags])  # train_dpo.py's settings for these flags
+    device = resolve_device(ours.device)
+    on_cuda = device.type == "cuda"
+    tokenizer = load_tokenizer(ours.model.model_name)
+    pairs = read_pairs(Path(pairs_file), "pairs_file")
+    timer = _step_timer(on_cuda)
+    args = trl.DPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
+        per_device_train_batch_size=ours.train_batch_size,
+        learning_rate=ours.learning_rate,
+        lr_scheduler_type="constant",  # train_dpo.py: Adam at a constant rate
+        weight_decay=0.0,
+        max_grad_norm=ours.max_grad_norm,
+        beta=ours.beta,
+        precompute_ref_log_probs=True,  # train_dpo.py computes log pi_ref once per pair set, before the steps
+        max_length=None,  # train_dpo.py truncates nothing that fits the model
+        gradient_checkpointing=False,
+        max_steps=ours.num_steps,
+        seed=ours.seed,
+        use_cpu=not on_cuda,
+        bf16=on_cuda and ours.mixed_precision,
+        logging_steps=10**6,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_name(ours.model.model_name), dtype=torch.float32)
+    columns = {key: [p[key] for p in pairs] for key in ("prompt", "chosen", "rejected")}
+    trainer = trl.DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict(columns),
+        processing_class=tokenizer,
+        callbacks=[timer],
+    )
+    with contextlib.redirect_stdout(sys.stderr):
+        trainer.train()
+    return _trl_figures(trl.__version__, timer.step_times)
+
+
+def _step_timer(on_cuda: bool) -> object:
+    """A TrainerCallback that records each optimizer step's seconds in ``step_times``."""
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.step_times: list[float] = []
+
+        def on_step_begin(self, *args, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            if on_cuda:
+                torch.cuda.synchronize()
+            self.step_times.append(time.perf_counter() - self.start)
+
+    return StepTimer()
+
+
+def _trl_figures(version: str, step_times: list[float]) -> dict:
     later = step_times[1:] or step_times
     return {
-        "trl_version": trl.__version__,
+        "trl_version": version,
         "steps": len(step_times),
         "step_s_after_first": round(sum(later) / len(later), 4),
+        "step_s_median": _median(later, digits=4),
+    }
+
+
+def import_trl() -> str | None:
+    """Make ``import trl`` work: as installed, or from :data:`TRL_DIR` (installed there first if need be,
+    without dependencies: transformers, accelerate and datasets are the project's). None when it works,
+    else one line saying why not."""
+    if importlib.util.find_spec("trl") is None:
+        if not (TRL_DIR / "trl").is_dir():
+            print(f"installing trl=={TRL_VERSION} into {TRL_DIR} (benchmark only) ...", file=sys.stderr, flush=True)
+            command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(TRL_DIR)]
+            proc = subprocess.run([*command, f"trl=={TRL_VERSION}"], capture_output=True, text=True)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+                return f"pip could not install trl=={TRL_VERSION} ({last})"
+        sys.path.insert(0, str(TRL_DIR))
+    try:
+        import trl
+    except Exception as err:  # noqa: BLE001 -- any import failure: report it in one line and go on without TRL
+        return f"trl does not import here ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    if trl.__version__ != TRL_VERSION:
+        print(f"note: timing trl {trl.__version__}, not {TRL_VERSION}", file=sys.stderr)
+    return None
+
+
+@torch.no_grad()
+def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
+    """Milliseconds of one GRPO step's sampling (train_batch_size x grpo_group_size replies) on the path
+    a run takes, and its floor: the median one-token forward of the batch with a warm cache, times the
+    tokens generated. Medians over ``repeats`` calls."""
+    from rlhf_practice.config import GRPOConfig, parse_config
+    from rlhf_practice.data import build_prompt_dataloader
+    from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
+    from rlhf_practice.sampling import Sampler, StaticCacheDecoder
+    from rlhf_practice.training import resolve_device
+
+    config = parse_config(GRPOConfig, ["--preset", preset, *flags])
+    device = resolve_device(config.device)
+    tokenizer = load_tokenizer(config.model.model_name)
+    policy = PolicyValueModel.from_pretrained(config.model.model_name, device, mixed_precision=config.mixed_precision)
+    batch = next(iter(build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)))
+    k = config.grpo_group_size
+    ids = batch["input_ids"].repeat_interleave(k, dim=0).to(device)  # (B * K, P)
+    mask = batch["attention_mask"].repeat_interleave(k, dim=0).to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+
+    def median_ms(fn: object) -> float:
+        times = []
+        for _ in range(repeats + 2):  # two warm-up calls
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - start)
+        return 1000 * _median(times[2:], digits=6)
+
+    sampler = Sampler.from_config(policy, tokenizer, config)
+    torch.manual_seed(config.seed)
+    tokens = sampler.sample(ids, mask).response_ids.shape[1]  # columns generated (all rows may end early)
+    generation = median_ms(lambda: sampler.sample(ids, mask))
+    decoder = StaticCacheDecoder(policy.lm, policy.bf16, use_cuda_graph=False)
+    rows, width = ids.shape
+    shape = (rows, decoder.num_heads, width + config.max_new_tokens, decoder.head_dim)
+    dtype = torch.bfloat16 if policy.bf16 else torch.float32
+    keys = [torch.randn(shape, dtype=dtype, device=device) for _ in decoder.blocks]  # a warm cache: every column
+    values = [torch.randn(shape, dtype=dtype, device=device) for _ in decoder.blocks]
+    token = ids[:, -1:]
+    position = torch.full((rows, 1), width, device=device)
+    seen = torch.ones(rows, 1, 1, width + 1, dtype=torch.bool, device=device)
+    with policy.autocast():
+        forward = median_ms(lambda: decoder._forward(token, position, width, seen, keys, values))
+    floor = forward * tokens
+    return {
+        "decoding": sampler.decoding,
+        "rows": rows,
+        "tokens": tokens,
+        "generation_ms": round(generation, 2),
+        "one_token_forward_ms": round(forward, 3),
+        "floor_ms": round(floor, 2),
+        "generation / floor": round(generation / floor, 2),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithms", nargs="+", default=["ppo", "grpo"], choices=["ppo", "grpo"])
+    parser.add_argument("--algorithms", nargs="*", default=["ppo", "grpo"], choices=["ppo", "grpo", "dpo"])
     parser.add_argument("--preset", default="tiny", choices=["auto", "tiny", "gpt2"])
     parser.add_argument(
         "--impl",
@@ -223,13 +397,27 @@ def main() -> None:
     parser.add_argument("--level", default="sequence", choices=["sequence", "token"], help="the scripts' --level")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="one run per seed")
     parser.add_argument("--gpt2-shape", action="store_true", help="a random GPT-2-124M-shaped model, built locally")
-    parser.add_argument("--against-trl", action="store_true", help="also time TRL's GRPOTrainer on the same GRPO work")
-    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to both scripts")
+    parser.add_argument(
+        "--against-trl",
+        action="store_true",
+        help="GRPO and DPO against TRL's trainers on the same work, + --generation",
+    )
+    parser.add_argument("--generation", action="store_true", help="one GRPO step's sampling against its floor")
+    parser.add_argument(
+        "--dpo-extra",
+        nargs="+",
+        default=DPO_AGAINST_TRL,
+        help="flags for train_dpo.py under --against-trl, before --extra (default: 32 pairs a step, 60 steps)",
+    )
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every script")
     args = parser.parse_args()
+    trl_missing = None
     if args.against_trl:
-        args.algorithms = ["grpo"]
-        if importlib.util.find_spec("trl") is None:
-            sys.exit("error: --against-trl needs TRL, a benchmark-only dependency: pip install trl==1.16.0")
+        args.algorithms = [a for a in args.algorithms if a in ("grpo", "dpo")] or ["grpo", "dpo"]
+        args.generation = True
+        trl_missing = import_trl()
+        if trl_missing:
+            print(f"note: TRL's side skipped: {trl_missing}", file=sys.stderr)
     if args.gpt2_shape:  # the folder lives until main returns
         model_dir = tempfile.TemporaryDirectory(prefix="gpt2-shape-")
         args.extra = ["--model.model_name", str(build_gpt2_shape(Path(model_dir.name))), *args.extra]
@@ -239,6 +427,8 @@ def main() -> None:
         for seed in args.seeds:
             print(f"running train_{algorithm}.py --level {args.level} --seed {seed} ...", file=sys.stderr, flush=True)
             flags = ["--level", args.level, "--seed", str(seed), *args.extra]
+            if algorithm == "dpo" and args.against_trl:
+                flags = [*args.dpo_extra, *flags]
             runs[seed] = benchmark(algorithm, args.preset, args.impl, args.target, flags)
         if len(runs) == 1:
             results[algorithm] = runs[args.seeds[0]]
@@ -246,12 +436,24 @@ def main() -> None:
         numbers = [k for k, v in runs[args.seeds[0]].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
         medians = {k: _median([r[k] for r in runs.values() if r.get(k) is not None]) for k in numbers}
         results[algorithm] = {"median": medians, **{f"seed_{s}": r for s, r in runs.items()}}
-    if args.against_trl:
-        ours = results["grpo"].get("median", results["grpo"])  # one seed: the run itself
-        print("running TRL's GRPOTrainer on the same work ...", file=sys.stderr, flush=True)
-        theirs = trl_grpo(args.preset, ["--level", args.level, "--seed", str(args.seeds[0]), *args.extra])
-        results["trl_grpo"] = theirs
-        results["trl_step_s / our_step_s"] = round(theirs["step_s_after_first"] / ours["step_s_after_first"], 2)
+    if args.against_trl and not trl_missing:
+        seed_flags = ["--level", args.level, "--seed", str(args.seeds[0]), *args.extra]
+        for algorithm in args.algorithms:
+            ours = results[algorithm].get(f"seed_{args.seeds[0]}", results[algorithm])
+            if "error" in ours:
+                continue
+            print(f"running TRL's {algorithm.upper()}Trainer on the same work ...", file=sys.stderr, flush=True)
+            if algorithm == "grpo":
+                theirs = trl_grpo(args.preset, seed_flags)
+            else:
+                theirs = trl_dpo(args.preset, [*args.dpo_extra, *seed_flags], ours["pairs_file"])
+            results[f"trl_{algorithm}"] = theirs
+            results[f"{algorithm}: trl_step_s / our_step_s (medians)"] = round(
+                theirs["step_s_median"] / ours["step_s_median"], 2
+            )
+    if args.generation:
+        print("timing generation against its floor ...", file=sys.stderr, flush=True)
+        results["generation"] = generation_floor(args.preset, ["--seed", str(args.seeds[0]), *args.extra])
     print(json.dumps({"preset": args.preset, "level": args.level, "impl": args.impl, **results}, indent=2))
 
 
