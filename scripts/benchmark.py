@@ -28,10 +28,11 @@ same machine, and prints each median step time and the ratio (TRL's / ours), plu
   grpo_group_size replies of max_new_tokens), learning rate and number of steps, one update per batch
   and no reference model, as train_grpo.py does;
 - DPO: ``DPOTrainer`` on the pairs train_dpo.py trained on (its pairs file), with the same batch size
-  (``--dpo-extra``, by default 32 pairs a step for 60 steps), learning rate, beta and gradient clipping,
-  and ``precompute_ref_log_probs`` as train_dpo.py computes log pi_ref once per pair set: the steps do
-  the same work. train_dpo.py's steps also sample fresh replies every eval_every steps (TRL's do not);
-  the median step leaves those few out.
+  (``--dpo-extra``, by default 32 pairs a step for 60 steps), learning rate, beta and gradient clipping;
+  twice: as TRL ships it (the reference model runs in every step) and with ``precompute_ref_log_probs``,
+  which, as train_dpo.py, computes log pi_ref once before the steps (then the steps do the same work).
+  train_dpo.py's steps also sample fresh replies every eval_every steps (TRL's do not); the median step
+  leaves those few out.
 
 TRL is a benchmark-only dependency, not in requirements.txt: if it cannot be imported, the script
 installs trl==1.16.0 once, without its dependencies (transformers, accelerate and datasets are the
@@ -218,8 +219,10 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
     return _trl_figures(trl.__version__, timer.step_times)
 
 
-def trl_dpo(preset: str, flags: list[str], pairs_file: str) -> dict:
-    """Median step time of TRL's DPOTrainer on train_dpo.py's work (its pairs, from ``pairs_file``)."""
+def trl_dpo(preset: str, flags: list[str], pairs_file: str, precompute: bool) -> dict:
+    """Median step time of TRL's DPOTrainer on train_dpo.py's work (its pairs, from ``pairs_file``);
+    ``precompute``: log pi_ref of every pair before the steps, as train_dpo.py does (else TRL's
+    default, the reference model run in every step)."""
     import warnings
 
     import trl
@@ -249,7 +252,7 @@ def trl_dpo(preset: str, flags: list[str], pairs_file: str) -> dict:
         weight_decay=0.0,
         max_grad_norm=ours.max_grad_norm,
         beta=ours.beta,
-        precompute_ref_log_probs=True,  # train_dpo.py computes log pi_ref once per pair set, before the steps
+        precompute_ref_log_probs=precompute,
         max_length=None,  # train_dpo.py truncates nothing that fits the model
         gradient_checkpointing=False,
         max_steps=ours.num_steps,
@@ -386,7 +389,12 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithms", nargs="*", default=["ppo", "grpo"], choices=["ppo", "grpo", "dpo"])
+    parser.add_argument(
+        "--algorithms",
+        nargs="*",
+        choices=["ppo", "grpo", "dpo"],
+        help="the scripts to run (default: ppo grpo; with --against-trl grpo dpo; none: only --generation)",
+    )
     parser.add_argument("--preset", default="tiny", choices=["auto", "tiny", "gpt2"])
     parser.add_argument(
         "--impl",
@@ -411,9 +419,11 @@ def main() -> None:
     )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every script")
     args = parser.parse_args()
+    if args.algorithms is None and not args.against_trl:
+        args.algorithms = ["ppo", "grpo"]
     trl_missing = None
     if args.against_trl:
-        args.algorithms = [a for a in args.algorithms if a in ("grpo", "dpo")] or ["grpo", "dpo"]
+        args.algorithms = [a for a in args.algorithms or ["grpo", "dpo"] if a in ("grpo", "dpo")]
         args.generation = True
         trl_missing = import_trl()
         if trl_missing:
@@ -444,13 +454,18 @@ def main() -> None:
                 continue
             print(f"running TRL's {algorithm.upper()}Trainer on the same work ...", file=sys.stderr, flush=True)
             if algorithm == "grpo":
-                theirs = trl_grpo(args.preset, seed_flags)
+                trl_runs = {"trl_grpo": trl_grpo(args.preset, seed_flags)}
             else:
-                theirs = trl_dpo(args.preset, [*args.dpo_extra, *seed_flags], ours["pairs_file"])
-            results[f"trl_{algorithm}"] = theirs
-            results[f"{algorithm}: trl_step_s / our_step_s (medians)"] = round(
-                theirs["step_s_median"] / ours["step_s_median"], 2
-            )
+                dpo_flags = [*args.dpo_extra, *seed_flags]
+                trl_runs = {
+                    f"trl_dpo{'_precomputed_ref' * precompute}": trl_dpo(
+                        args.preset, dpo_flags, ours["pairs_file"], precompute
+                    )
+                    for precompute in (False, True)
+                }
+            for name, theirs in trl_runs.items():
+                results[name] = theirs
+                results[f"{name}: step_s / ours (medians)"] = round(theirs["step_s_median"] / ours["step_s_median"], 2)
     if args.generation:
         print("timing generation against its floor ...", file=sys.stderr, flush=True)
         results["generation"] = generation_floor(args.preset, ["--seed", str(args.seeds[0]), *args.extra])
