@@ -57,6 +57,12 @@ PROMPT_WIDTH_MULTIPLE = 8
 prompt differs by a token or two share one captured graph."""
 
 
+PREFETCH_MIN_NOISE = 2**16
+"""On a CPU, the sampling noise is drawn on a second thread when a token's draw needs at least this many
+numbers (batch x vocabulary: 64 x 1497 for the tiny preset's GRPO step); below it, handing the work over
+costs more than it saves (sort and add: a vocabulary of 18 tokens)."""
+
+
 class Sampler:
     """Samples one reply per prompt from ``policy`` with fixed settings, on the path ``decoding`` asks for.
 
@@ -195,10 +201,10 @@ def sample_next_token(
 
 
 @contextmanager
-def _a_core_for_the_noise(device: torch.device) -> Iterator[None]:
-    """On a CPU, one intra-op thread fewer inside: the core it frees draws the sampling noise."""
+def _a_core_for_the_noise() -> Iterator[None]:
+    """One intra-op thread fewer inside (on a CPU): the core it frees draws the sampling noise."""
     threads = torch.get_num_threads()
-    if device.type != "cpu" or threads < 2:
+    if threads < 2:
         yield
         return
     torch.set_num_threads(threads - 1)
@@ -316,19 +322,20 @@ class StaticCacheDecoder:
         positions = position_ids_from_mask(mask)  # (B, P'), as the scoring pass numbers them
         next_position = positions[:, -1:] + 1  # (B, 1)
 
-        with autocast, _a_core_for_the_noise(device):
+        # On a CPU the draws' exponential noise (B x V numbers a token, most of the sampling's time when
+        # it is large) is drawn on a second thread during each forward, one step ahead and only once
+        # the step is sure to come: the generator serves the same draws in the same order.
+        noise_shape = (batch, self.lm.get_output_embeddings().weight.shape[0])
+        prefetch = device.type == "cpu" and noise_shape[0] * noise_shape[1] >= PREFETCH_MIN_NOISE
+        with autocast, _a_core_for_the_noise() if prefetch else nullcontext():
             graph = self._graph_for(cache_shape, cache_dtype) if self.use_cuda_graph else None
             if graph is not None:
                 keys, values = graph.keys, graph.values
             else:
                 keys = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
                 values = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
-            # On a CPU the draws' exponential noise (B x V numbers a token, most of the sampling's
-            # time) is drawn on a second thread during each forward, one step ahead and only once the
-            # step is sure to come: the generator serves the same draws in the same order.
             noise = None
-            if device.type == "cpu" and graph is None:
-                noise_shape = (batch, self.lm.get_output_embeddings().weight.shape[0])
+            if prefetch and graph is None:
                 self._noise_thread = self._noise_thread or ThreadPoolExecutor(1, thread_name_prefix="sampling-noise")
                 noise = self._noise_thread.submit(_draw_race, noise_shape)
             rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt

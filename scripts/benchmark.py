@@ -335,16 +335,16 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     a run takes, and its floor: the median one-token forward of the batch with a warm cache, times the
     tokens generated. Medians over ``repeats`` calls."""
     from rlhf_practice.config import GRPOConfig, parse_config
-    from rlhf_practice.data import build_prompt_dataloader
-    from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
     from rlhf_practice.sampling import Sampler, StaticCacheDecoder
+    from rlhf_practice.tasks import build_task
     from rlhf_practice.training import resolve_device
 
-    config = parse_config(GRPOConfig, ["--preset", preset, *flags])
+    config = parse_config(GRPOConfig, ["--preset", preset, *flags])  # --task sort / add: their model and prompts
     device = resolve_device(config.device)
-    tokenizer = load_tokenizer(config.model.model_name)
-    policy = PolicyValueModel.from_pretrained(config.model.model_name, device, mixed_precision=config.mixed_precision)
-    batch = next(iter(build_prompt_dataloader(config.data, tokenizer, config.train_batch_size, config.seed)))
+    task = build_task(config)
+    tokenizer = task.load_tokenizer()
+    policy = task.load_policy(device)
+    batch = next(task.prompt_batches(tokenizer, config.train_batch_size, config.seed))
     k = config.grpo_group_size
     ids = batch["input_ids"].repeat_interleave(k, dim=0).to(device)  # (B * K, P)
     mask = batch["attention_mask"].repeat_interleave(k, dim=0).to(device)
@@ -377,6 +377,7 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
         forward = median_ms(lambda: decoder._forward(token, position, width, seen, keys, values))
     floor = forward * tokens
     return {
+        "task": config.task,
         "decoding": sampler.decoding,
         "rows": rows,
         "tokens": tokens,
