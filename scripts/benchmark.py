@@ -370,11 +370,12 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     dtype = torch.bfloat16 if policy.bf16 else torch.float32
     keys = [torch.randn(shape, dtype=dtype, device=device) for _ in decoder.blocks]  # a warm cache: every column
     values = [torch.randn(shape, dtype=dtype, device=device) for _ in decoder.blocks]
+    last = width + config.max_new_tokens - 1  # the last token's column: it attends to the whole cache
     token = ids[:, -1:]
-    position = torch.full((rows, 1), width, device=device)
-    seen = torch.ones(rows, 1, 1, width + 1, dtype=torch.bool, device=device)
+    position = torch.full((rows, 1), last, device=device)
+    seen = torch.ones(rows, 1, 1, last + 1, dtype=torch.bool, device=device)
     with policy.autocast():
-        forward = median_ms(lambda: decoder._forward(token, position, width, seen, keys, values))
+        forward = median_ms(lambda: decoder._forward(token, position, last, seen, keys, values))
     floor = forward * tokens
     return {
         "task": config.task,
