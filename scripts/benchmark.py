@@ -374,7 +374,7 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     token = ids[:, -1:]
     position = torch.full((rows, 1), last, device=device)
     seen = torch.ones(rows, 1, 1, last + 1, dtype=torch.bool, device=device)
-    with policy.autocast():
+    with policy.autocast(), torch.no_grad():  # as the sampler runs it: no autograd graph to record
         forward = median_ms(lambda: decoder._forward(token, position, last, seen, keys, values))
     floor = forward * tokens
     return {

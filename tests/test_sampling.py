@@ -16,6 +16,7 @@ from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 from rlhf_practice.sampling import (
     Sampler,
     StaticCacheDecoder,
+    exponential_noise,
     resolve_decoding,
     sample_next_token,
     static_cache_support,
@@ -90,6 +91,20 @@ def test_each_draw_is_multinomials_from_the_tempered_distribution(temperature: f
         want = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(1)
         assert torch.equal(ours, want) and torch.equal(ours_after, torch.rand(3))
         assert (ours[:3] >= 100).all()
+
+
+@pytest.mark.parametrize("shape", [(64, 1497), (3, 18), (1_000_003,)])
+def test_exponential_noise_is_exponential_s_numbers(shape: tuple[int, ...]) -> None:
+    """The race's noise comes from exponential_noise: bit for bit the numbers torch's exponential_ draws
+    under the same seed, with the global generator left in the same state."""
+    for seed in range(3):
+        torch.manual_seed(seed)
+        ours, ours_after = exponential_noise(shape), torch.rand(3)
+        torch.manual_seed(seed)
+        want = torch.empty(shape).exponential_()
+        assert ours.dtype == torch.float32 and ours.shape == want.shape
+        assert torch.equal(ours, want), "exponential_noise drew other numbers than exponential_"
+        assert torch.equal(ours_after, torch.rand(3)), "exponential_noise used the generator differently"
 
 
 def test_greedy_matches_generate_without_sampling(tiny) -> None:
