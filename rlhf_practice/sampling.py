@@ -339,10 +339,7 @@ class StaticCacheDecoder:
                 values = _empty_cache(self.blocks, cache_shape, cache_dtype, device)
             rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt
             prefill_mask = (columns <= rows)[None] & key_real[:, None] | (columns == rows)[None]  # (B, P', S)
-            if graph is not None:
-                logits = self._forward(ids, positions, columns[:width], prefill_mask[:, None], keys, values)
-            else:
-                logits = self._forward(ids, positions, 0, prefill_mask[:, None, :, :width], keys, values)
+            logits = self._prefill(ids, mask, positions, prefill_mask, keys, values, eagerly=graph is None)
 
             unfinished = torch.ones(batch, dtype=torch.bool, device=device)
             new_tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
@@ -361,6 +358,41 @@ class StaticCacheDecoder:
                     step_mask = key_real[..., : column + 1]  # (B, 1, 1, column + 1): a view, the columns written
                     logits = self._forward(token[:, None], next_position + step, column, step_mask, keys, values)
         return torch.cat([input_ids, new_tokens[:, : step + 1]], dim=1)
+
+    def _prefill(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        prefill_mask: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+        eagerly: bool,
+    ) -> torch.Tensor:
+        """The prompts (B, P') through the model: their keys and values written to cache columns 0 .. P' - 1,
+        and the logits of their last position (B, V) returned. ``prefill_mask`` (B, P', S) as in ``generate``.
+
+        The K replies of a GRPO group share one prompt, so each distinct prompt row runs once and its keys,
+        values and logits are copied to the rows that repeat it: the same numbers, row for row (nothing in
+        the forward mixes rows; tests/test_sampling.py compares the tokens with ``generate``'s)."""
+        width = ids.shape[1]
+        distinct, inverse = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+        if len(distinct) < len(ids):  # first: one row of ids for each distinct prompt row
+            first = torch.full((len(distinct),), len(ids), dtype=torch.long, device=ids.device)
+            first.scatter_reduce_(0, inverse, torch.arange(len(ids), device=ids.device), "amin")
+            shape = (len(distinct), *keys[0].shape[1:])
+            once_keys = _empty_cache(self.blocks, shape, keys[0].dtype, ids.device)
+            once_values = _empty_cache(self.blocks, shape, values[0].dtype, ids.device)
+            logits = self._prefill(
+                ids[first], mask[first], positions[first], prefill_mask[first], once_keys, once_values, eagerly
+            )
+            for cache, once in zip(keys + values, once_keys + once_values):
+                cache[:, :, :width] = once[inverse, :, :width]
+            return logits[inverse]
+        if eagerly:
+            return self._forward(ids, positions, 0, prefill_mask[:, None, :, :width], keys, values)
+        columns = torch.arange(width, device=ids.device)
+        return self._forward(ids, positions, columns, prefill_mask[:, None], keys, values)
 
     def _graph_for(self, cache_shape: tuple[int, ...], cache_dtype: torch.dtype) -> _CapturedStep | None:
         """The captured step for this cache shape (recorded on first use); None if recording fails."""
