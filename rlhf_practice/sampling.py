@@ -21,6 +21,8 @@ The two paths sample alike (temperature, then top-k, then top-p, then ``torch.mu
     columns written so far, with no mask to build: per token, the forward of one token and the draw;
     the draw's noise (B x V exponentials) comes from :func:`exponential_noise`, the numbers
     ``exponential_()`` draws at a third of its cost.
+  - the prompts go through the model once per distinct prompt row (a GRPO group's K rows share one),
+    their keys, values and last logits copied to the rows that repeat it.
 
   It reuses the model's own modules (layer norms, projections, MLPs, LM head), so it follows the
   weights as training updates them in place. It stops when every row has ended, as ``generate``
