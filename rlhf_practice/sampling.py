@@ -177,8 +177,9 @@ def sample_next_token(
     ``top_p`` of the probability (1.0 = all), then one draw per row, the very draw of
     ``torch.multinomial(probs, 1)``: it divides the probabilities by exponential noise drawn from the
     global generator for every (row, token) and takes the largest (the exponential race). Written out
-    here without multinomial's checks of the input, which cost two waits per token; the generator
-    is used alike, so the tokens and what is drawn after them are the same bit for bit.
+    here without multinomial's checks of the input, which cost two waits per token (the decoder
+    checks the prompts' logits once instead); the generator is used alike, so the tokens and what is
+    drawn after them are the same bit for bit.
 
     ``race``: that noise, (B, V) float32, drawn beforehand (overwritten here); by default
     :func:`exponential_noise`, the same numbers as ``torch.empty(B, V).exponential_()``."""
@@ -342,6 +343,8 @@ class StaticCacheDecoder:
             rows = torch.arange(width, device=device)[:, None]  # (P', 1): the query positions of the prompt
             prefill_mask = (columns <= rows)[None] & key_real[:, None] | (columns == rows)[None]  # (B, P', S)
             logits = self._prefill(ids, mask, positions, prefill_mask, keys, values, eagerly=graph is None)
+            if not torch.isfinite(logits).all():  # weights blown up: refuse, as torch.multinomial would
+                raise RuntimeError("probability tensor contains either inf, nan or element < 0")
 
             unfinished = torch.ones(batch, dtype=torch.bool, device=device)
             new_tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
