@@ -56,8 +56,8 @@ def main() -> None:
             # 4. Update: the GRPO loss (your grpo_loss inside grpo_step), or at the token level
             #    grpo_iterations updates with GRPO-clip (your grpo_clip_loss inside grpo_clip_step).
             if config.level == "sequence":
-                # For kl/ref only (logged, never in the loss): each group's prompt runs once.
-                ref_logprobs = reference.reply_logprobs(generation)  # (B*K, T), no gradient
+                with torch.no_grad():  # for kl/ref only (logged, never in the loss)
+                    ref_logprobs = reference.evaluate_tokens(generation).logprobs  # (B*K, T)
                 stats = grpo_step(grpo, model, optimizer, generation, advantages, config, ref_logprobs)
             else:
                 stats = token_level_update(run, model, optimizer, reference, generation, advantages, config)

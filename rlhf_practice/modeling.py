@@ -408,45 +408,6 @@ class PolicyValueModel(nn.Module):
         token_logprobs, token_entropy = self._token_logprobs_and_entropy(states, generation)
         return TokenOutputs(logprobs=token_logprobs, values=self._values(states), entropy=token_entropy)
 
-    @torch.no_grad()
-    def reply_logprobs(self, generation: Generation) -> torch.Tensor:
-        """Per-token log-probs (B, T) of the replies of ``generation``, no gradient: ``evaluate_tokens``'s
-        ``logprobs`` up to float rounding (the same sums in another order), for figures that are only
-        logged, such as the sequence-level scripts' ``kl/ref``.
-
-        Each distinct prompt row runs through the model once (a GRPO group's K rows share one), its keys
-        and values are copied to the rows that repeat it, and only the reply tokens run per row; no
-        entropies or values are computed. Rows that share nothing are evaluated as ``evaluate_tokens`` does."""
-        P = generation.prompt_length
-        prompt, prompt_mask = generation.sequences[:, :P], generation.attention_mask[:, :P]
-        distinct, inverse = torch.unique(torch.cat([prompt, prompt_mask], dim=1), dim=0, return_inverse=True)
-        if len(distinct) == len(prompt):
-            return self.evaluate_tokens(generation).logprobs
-        first = torch.full((len(distinct),), len(prompt), dtype=torch.long, device=prompt.device)
-        first.scatter_reduce_(0, inverse, torch.arange(len(prompt), device=prompt.device), "amin")
-        positions = position_ids_from_mask(generation.attention_mask)  # (B, L)
-        model = self.lm.base_model
-        with self.autocast():
-            once = model(
-                input_ids=prompt[first],
-                attention_mask=prompt_mask[first],
-                position_ids=positions[first, :P],
-                use_cache=True,
-            )
-            states = once.last_hidden_state[inverse, -1:]  # (B, 1, H): the state before reply token 0
-            if generation.sequences.shape[1] > P + 1:  # the states before reply tokens 1 .. T-1
-                cache = once.past_key_values
-                cache.reorder_cache(inverse)  # each row's copy of its prompt's keys and values
-                rest = model(
-                    input_ids=generation.sequences[:, P:-1],
-                    attention_mask=generation.attention_mask[:, :-1],
-                    position_ids=positions[:, P:-1],
-                    past_key_values=cache,
-                    use_cache=True,
-                ).last_hidden_state  # (B, T - 1, H)
-                states = torch.cat([states, rest], dim=1)
-        return self._token_logprobs(states.float(), generation)
-
     def _reply_states(self, generation: Generation) -> torch.Tensor:
         """(B, T, H) float32: the last hidden state before each reply token (positions P-1 .. L-2)."""
         with self.autocast():
@@ -462,19 +423,11 @@ class PolicyValueModel(nn.Module):
         self, states: torch.Tensor, generation: Generation
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-prob of each reply token and the entropy there, both (B, T), from float32 logits / temperature."""
-        log_probs = self._log_softmax(states, generation)  # (B, T, V)
-        token_logprobs = log_probs.gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
-        return token_logprobs, -(log_probs.exp() * log_probs).sum(dim=-1)
-
-    def _token_logprobs(self, states: torch.Tensor, generation: Generation) -> torch.Tensor:
-        """Log-prob of each reply token (B, T), as :meth:`_token_logprobs_and_entropy` gives it."""
-        return self._log_softmax(states, generation).gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)
-
-    def _log_softmax(self, states: torch.Tensor, generation: Generation) -> torch.Tensor:
-        """log softmax(float32 logits / temperature) (B, T, V) at the states (B, T, H)."""
         with torch.autocast(self.device.type, enabled=False):
             logits = self.lm.get_output_embeddings()(states) / generation.temperature  # (B, T, V)
-        return F.log_softmax(logits, dim=-1)
+        log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
+        token_logprobs = log_probs.gather(-1, generation.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        return token_logprobs, -(log_probs.exp() * log_probs).sum(dim=-1)
 
     def _values(self, states: torch.Tensor) -> torch.Tensor:
         """The value head on states (..., H) -> (...), float32."""
@@ -521,7 +474,7 @@ class AdapterOff:
     """pi_ref of a policy with a new LoRA adapter: the same model with the adapter switched off, which
     gives the base model's log-probs exactly (LoRA layers then return their base layer's output) and
     stays the starting policy however the adapter trains. What the scripts use of a reference:
-    :meth:`evaluate_tokens`, :meth:`evaluate_sequences`, :meth:`reply_logprobs` (no gradient), :meth:`autocast` and ``lm``
+    :meth:`evaluate_tokens`, :meth:`evaluate_sequences` (no gradient), :meth:`autocast` and ``lm``
     (for DPO's ``reference_logps``). Its value head is the policy's; no script reads a reference's values."""
 
     def __init__(self, policy: PolicyValueModel):
@@ -544,8 +497,3 @@ class AdapterOff:
     def evaluate_tokens(self, generation: Generation) -> TokenOutputs:
         with self.policy.adapter_disabled():
             return self.policy.evaluate_tokens(generation)
-
-    @torch.no_grad()
-    def reply_logprobs(self, generation: Generation) -> torch.Tensor:
-        with self.policy.adapter_disabled():
-            return self.policy.reply_logprobs(generation)

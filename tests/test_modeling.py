@@ -237,24 +237,3 @@ def test_mixed_precision_keeps_the_lm_head_in_float32(policy, tokenizer, monkeyp
         all_bf16 = (logp.gather(-1, gen.response_ids.unsqueeze(-1)).squeeze(-1) * gen.response_mask).sum(dim=1)
     assert mixed.dtype == torch.float32
     assert (mixed - reference).abs().max() < (all_bf16 - reference).abs().max()
-
-
-@pytest.mark.parametrize("group_size", [1, 4])
-def test_reply_logprobs_are_evaluate_tokens_logprobs(policy, tokenizer, group_size: int) -> None:
-    """reply_logprobs runs each distinct prompt once (a GRPO group's rows share it): the log-probs of
-    evaluate_tokens up to float rounding, replies of one token included; without repeated prompts,
-    exactly evaluate_tokens'."""
-    input_ids, attention_mask = _prompts(tokenizer, ["The film", "Bad", "I watched this movie with my", "Great"])
-    input_ids, attention_mask = (t.repeat_interleave(group_size, dim=0) for t in (input_ids, attention_mask))
-    for new_tokens in (1, 9):
-        torch.manual_seed(0)
-        generation = _sample(policy, tokenizer, input_ids, attention_mask, max_new_tokens=new_tokens, temperature=0.7)
-        with torch.no_grad():
-            want = policy.evaluate_tokens(generation).logprobs
-        got = policy.reply_logprobs(generation)
-        mask = generation.response_mask.bool()
-        assert got.shape == want.shape and not got.requires_grad
-        if group_size == 1:
-            assert torch.equal(got, want)
-        else:
-            assert torch.allclose(got[mask], want[mask], atol=1e-5, rtol=0), (got[mask] - want[mask]).abs().max()
