@@ -42,7 +42,8 @@ it puts on sys.path; where that fails it says so in one line and times the proje
 ``--generation`` times the sampling of one GRPO step of the settings (train_batch_size prompts x
 grpo_group_size replies, max_new_tokens) on the path the run takes, against its floor: the median
 forward of one token for the whole batch with a warm KV cache (the static decoder's), times the tokens
-generated. Medians over repeated calls, in this process. Nothing here is a test: it prints.
+generated, timed in turn with the generations in this process; the ratio is the median of the pairs'
+ratios. Nothing here is a test: it prints.
 
 A run that cannot start (a bad setting, or one of your functions not written yet) stops the benchmark
 with the script's own one-line error and exit code (2 or 3), before any figures are printed.
@@ -333,7 +334,8 @@ def import_trl() -> str | None:
 def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     """Milliseconds of one GRPO step's sampling (train_batch_size x grpo_group_size replies) on the path
     a run takes, and its floor: the median one-token forward of the batch with a warm cache, times the
-    tokens generated. Medians over ``repeats`` calls."""
+    tokens generated. ``repeats`` generations, each followed by its floor's forwards (so that a drift in
+    the machine's speed moves both alike): the medians of both, and the median of the pairs' ratios."""
     from rlhf_practice.config import GRPOConfig, parse_config
     from rlhf_practice.sampling import Sampler, StaticCacheDecoder
     from rlhf_practice.tasks import build_task
@@ -350,20 +352,16 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     mask = batch["attention_mask"].repeat_interleave(k, dim=0).to(device)
     sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
 
-    def median_ms(fn: object) -> float:
-        times = []
-        for _ in range(repeats + 2):  # two warm-up calls
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - start)
-        return 1000 * _median(times[2:], digits=6)
+    def timed(fn: object) -> float:
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - start
 
     sampler = Sampler.from_config(policy, tokenizer, config)
     torch.manual_seed(config.seed)
     tokens = sampler.sample(ids, mask).response_ids.shape[1]  # columns generated (all rows may end early)
-    generation = median_ms(lambda: sampler.sample(ids, mask))
     decoder = StaticCacheDecoder(policy.lm, policy.bf16, use_cuda_graph=False)
     rows, width = ids.shape
     shape = (rows, decoder.num_heads, width + config.max_new_tokens, decoder.head_dim)
@@ -374,8 +372,20 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     token = ids[:, -1:]
     position = torch.full((rows, 1), last, device=device)
     seen = torch.ones(rows, 1, 1, last + 1, dtype=torch.bool, device=device)
-    with policy.autocast(), torch.no_grad():  # as the sampler runs it: no autograd graph to record
-        forward = median_ms(lambda: decoder._forward(token, position, last, seen, keys, values))
+
+    def one_forward() -> None:
+        with policy.autocast(), torch.no_grad():  # as the sampler runs it: no autograd graph to record
+            decoder._forward(token, position, last, seen, keys, values)
+
+    # In turn, a generation and its floor (`tokens` forwards), so that a drift in the machine's speed
+    # moves both alike; the ratio is the median of the pairs' ratios. Two warm-up pairs.
+    pairs = [
+        (timed(lambda: sampler.sample(ids, mask)), [timed(one_forward) for _ in range(tokens)])
+        for _ in range(repeats + 2)
+    ][2:]
+    generation = 1000 * _median([g for g, _ in pairs], digits=6)
+    forward = 1000 * _median([f for _, forwards in pairs for f in forwards], digits=6)
+    ratio = _median([g / sum(forwards) for g, forwards in pairs])
     floor = forward * tokens
     return {
         "task": config.task,
@@ -385,7 +395,7 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
         "generation_ms": round(generation, 2),
         "one_token_forward_ms": round(forward, 3),
         "floor_ms": round(floor, 2),
-        "generation / floor": round(generation / floor, 2),
+        "generation / floor": ratio,
     }
 
 
