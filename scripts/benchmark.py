@@ -155,15 +155,9 @@ def build_gpt2_shape(folder: Path) -> Path:
 
 def trl_grpo(preset: str, flags: list[str]) -> dict:
     """Mean step time of TRL's GRPOTrainer on train_grpo.py's work; the first step is left out."""
-    import warnings
-
     import trl
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    hf_logging.disable_progress_bar()
 
     from rlhf_practice.config import GRPOConfig, parse_config
     from rlhf_practice.data import build_prompt_dataloader
@@ -187,24 +181,13 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
     timer = _step_timer(on_cuda)
     rows = ours.train_batch_size * ours.grpo_group_size
     args = trl.GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
         per_device_train_batch_size=rows,
         num_generations=ours.grpo_group_size,
         max_completion_length=ours.max_new_tokens,
-        learning_rate=ours.learning_rate,
-        max_grad_norm=ours.max_grad_norm,
         temperature=ours.temperature,
         beta=0.0,
         num_iterations=1,
-        gradient_checkpointing=False,  # train_grpo.py keeps activations; so must TRL, for the same work
-        max_steps=ours.num_steps,
-        seed=ours.seed,
-        use_cpu=not on_cuda,
-        bf16=on_cuda and ours.mixed_precision,
-        logging_steps=10**6,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
+        **_trl_arguments(ours, on_cuda),
     )
     model = AutoModelForCausalLM.from_pretrained(resolve_model_name(model_name), dtype=torch.float32)
     trainer = trl.GRPOTrainer(
@@ -215,24 +198,16 @@ def trl_grpo(preset: str, flags: list[str]) -> dict:
         processing_class=tokenizer,
         callbacks=[timer],
     )
-    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its own summary; stdout is our JSON
-        trainer.train()
-    return _trl_figures(trl.__version__, timer.step_times)
+    return _train_timed(trainer, timer)
 
 
 def trl_dpo(preset: str, flags: list[str], pairs_file: str, precompute: bool) -> dict:
     """Median step time of TRL's DPOTrainer on train_dpo.py's work (its pairs, from ``pairs_file``);
     ``precompute``: log pi_ref of every pair before the steps, as train_dpo.py does (else TRL's
     default, the reference model run in every step)."""
-    import warnings
-
     import trl
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    hf_logging.disable_progress_bar()
 
     from rlhf_practice.config import DPOConfig, parse_config
     from rlhf_practice.modeling import load_tokenizer, resolve_model_name
@@ -246,24 +221,13 @@ def trl_dpo(preset: str, flags: list[str], pairs_file: str, precompute: bool) ->
     pairs = read_pairs(Path(pairs_file), "pairs_file")
     timer = _step_timer(on_cuda)
     args = trl.DPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
         per_device_train_batch_size=ours.train_batch_size,
-        learning_rate=ours.learning_rate,
         lr_scheduler_type="constant",  # train_dpo.py: Adam at a constant rate
         weight_decay=0.0,
-        max_grad_norm=ours.max_grad_norm,
         beta=ours.beta,
         precompute_ref_log_probs=precompute,
         max_length=None,  # train_dpo.py truncates nothing that fits the model
-        gradient_checkpointing=False,
-        max_steps=ours.num_steps,
-        seed=ours.seed,
-        use_cpu=not on_cuda,
-        bf16=on_cuda and ours.mixed_precision,
-        logging_steps=10**6,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
+        **_trl_arguments(ours, on_cuda),
     )
     model = AutoModelForCausalLM.from_pretrained(resolve_model_name(ours.model.model_name), dtype=torch.float32)
     columns = {key: [p[key] for p in pairs] for key in ("prompt", "chosen", "rejected")}
@@ -274,7 +238,34 @@ def trl_dpo(preset: str, flags: list[str], pairs_file: str, precompute: bool) ->
         processing_class=tokenizer,
         callbacks=[timer],
     )
-    with contextlib.redirect_stdout(sys.stderr):
+    return _train_timed(trainer, timer)
+
+
+def _trl_arguments(ours: object, on_cuda: bool) -> dict:
+    """The training arguments both TRL trainers take from the project's settings ``ours`` alike: learning
+    rate, gradient clipping, steps, seed, device and precision; activations kept (as the project's
+    scripts keep them: the same work), and no logging, saving or progress bar."""
+    return dict(
+        output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
+        learning_rate=ours.learning_rate,
+        max_grad_norm=ours.max_grad_norm,
+        gradient_checkpointing=False,
+        max_steps=ours.num_steps,
+        seed=ours.seed,
+        use_cpu=not on_cuda,
+        bf16=on_cuda and ours.mixed_precision,
+        logging_steps=10**6,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
+
+
+def _train_timed(trainer: object, timer: object) -> dict:
+    """Train ``trainer`` (its callbacks include ``timer``, a :func:`_step_timer`); its step times' figures."""
+    import trl
+
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its own summary; stdout is our JSON
         trainer.train()
     return _trl_figures(trl.__version__, timer.step_times)
 
@@ -325,6 +316,12 @@ def import_trl() -> str | None:
         import trl
     except Exception as err:  # noqa: BLE001 -- any import failure: report it in one line and go on without TRL
         return f"trl does not import here ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # TRL's and transformers' deprecation notes
+    hf_logging.disable_progress_bar()
     if trl.__version__ != TRL_VERSION:
         print(f"note: timing trl {trl.__version__}, not {TRL_VERSION}", file=sys.stderr)
     return None
