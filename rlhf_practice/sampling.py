@@ -169,9 +169,7 @@ def _empty_cache(blocks: nn.ModuleList, shape: tuple[int, ...], dtype: torch.dty
     return [torch.zeros(shape, dtype=dtype, device=device) for _ in blocks]
 
 
-def sample_next_token(
-    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, race: torch.Tensor | None = None
-) -> torch.Tensor:
+def sample_next_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     """Token ids (B,) drawn from float32 ``logits`` (B, V), processed exactly as ``generate`` does:
     divide by the temperature, keep the ``top_k`` largest (0 = all), keep the smallest set holding
     ``top_p`` of the probability (1.0 = all), then one draw per row, the very draw of
@@ -179,10 +177,8 @@ def sample_next_token(
     global generator for every (row, token) and takes the largest (the exponential race). Written out
     here without multinomial's checks of the input, which cost two waits per token (the decoder
     checks the prompts' logits once instead); the generator is used alike, so the tokens and what is
-    drawn after them are the same bit for bit.
-
-    ``race``: that noise, (B, V) float32, drawn beforehand (overwritten here); by default
-    :func:`exponential_noise`, the same numbers as ``torch.empty(B, V).exponential_()``."""
+    drawn after them are the same bit for bit. The noise comes from :func:`exponential_noise`: the
+    numbers of ``torch.empty(B, V).exponential_()``."""
     if temperature != 1.0:
         logits = logits / temperature
     if top_k:
@@ -194,8 +190,7 @@ def sample_next_token(
         drop_sorted[..., -1:] = False  # always keep the most likely token
         logits = logits.masked_fill(drop_sorted.scatter(1, order, drop_sorted), -float("inf"))
     probs = F.softmax(logits, dim=-1)  # (B, V)
-    if race is None:
-        race = exponential_noise(probs.shape, probs.device)
+    race = exponential_noise(probs.shape, probs.device)
     return torch.div(probs, race, out=race).argmax(dim=-1)
 
 
@@ -382,22 +377,25 @@ class StaticCacheDecoder:
         the forward mixes rows; tests/test_sampling.py compares the tokens with ``generate``'s)."""
         width = ids.shape[1]
         distinct, inverse = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
-        if len(distinct) < len(ids):  # first: one row of ids for each distinct prompt row
+        shared = len(distinct) < len(ids)
+        written_keys, written_values = keys, values  # the caches the forward writes
+        if shared:  # run the first row of each distinct prompt row, into caches of those rows only
             first = torch.full((len(distinct),), len(ids), dtype=torch.long, device=ids.device)
             first.scatter_reduce_(0, inverse, torch.arange(len(ids), device=ids.device), "amin")
+            ids, positions, prefill_mask = ids[first], positions[first], prefill_mask[first]
             shape = (len(distinct), *keys[0].shape[1:])
-            once_keys = _empty_cache(self.blocks, shape, keys[0].dtype, ids.device)
-            once_values = _empty_cache(self.blocks, shape, values[0].dtype, ids.device)
-            logits = self._prefill(
-                ids[first], mask[first], positions[first], prefill_mask[first], once_keys, once_values, eagerly
-            )
-            for cache, once in zip(keys + values, once_keys + once_values):
-                cache[:, :, :width] = once[inverse, :, :width]
-            return logits[inverse]
+            written_keys = _empty_cache(self.blocks, shape, keys[0].dtype, ids.device)
+            written_values = _empty_cache(self.blocks, shape, values[0].dtype, ids.device)
         if eagerly:
-            return self._forward(ids, positions, 0, prefill_mask[:, None, :, :width], keys, values)
-        columns = torch.arange(width, device=ids.device)
-        return self._forward(ids, positions, columns, prefill_mask[:, None], keys, values)
+            logits = self._forward(ids, positions, 0, prefill_mask[:, None, :, :width], written_keys, written_values)
+        else:
+            columns = torch.arange(width, device=ids.device)
+            logits = self._forward(ids, positions, columns, prefill_mask[:, None], written_keys, written_values)
+        if not shared:
+            return logits
+        for cache, once in zip(keys + values, written_keys + written_values):
+            cache[:, :, :width] = once[inverse, :, :width]
+        return logits[inverse]
 
     def _graph_for(self, cache_shape: tuple[int, ...], cache_dtype: torch.dtype) -> _CapturedStep | None:
         """The captured step for this cache shape (recorded on first use); None if recording fails."""
