@@ -11,10 +11,10 @@ Before the loop: preference pairs, built once from the starting policy (pair_sam
 -> the task's reward -> ranked, ties dropped) and kept in pairs_dir for the next run with the same
 settings, or read from --pairs_file (rlhf_practice/preferences.py). Then log pi_ref of every pair, once
 (your reference_logps on the frozen reference, in batches): pi_ref never changes, so every step and epoch
-reuses them. Both are timed apart from training (summary.json's pairs_s). One step: a batch of pairs -> log pi of its chosen and
-rejected replies (with gradient), their log pi_ref read from the pairs -> DPO loss -> update -> log. No reward and no sampling in the loop: only every eval_every
-steps are fresh replies sampled, to measure reward/mean and kl/ref, the figures that compare with PPO
-and GRPO. The functions you write come from ``run.impl.dpo`` (``--impl``): rlhf_practice/rl/dpo.py.
+reuses them. Both are timed apart from training (summary.json's pairs_s). One step: a batch of pairs
+-> log pi of its chosen and rejected replies (with gradient), their log pi_ref read from the pairs ->
+DPO loss -> update -> log. No reward and no sampling in the loop: only every eval_every steps are fresh
+replies sampled, to measure reward/mean and kl/ref, the figures that compare with PPO and GRPO. The functions you write come from ``run.impl.dpo`` (``--impl``): rlhf_practice/rl/dpo.py.
 """
 
 import sys
