@@ -30,7 +30,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo", "token_level", "lecture", "dpo", "reward_model" or "after_grpo": the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", ..., "after_grpo" or "best_of_n" (:data:`MODULES`): the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
     # A tiny valid input, enough to tell a stub from an implementation (:func:`probe_args`): its arguments,
@@ -108,10 +108,15 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("gspo_loss", "after_grpo", "§14.4", 10.0, (ROW, ROW, ROW, [1.0], MASK, 3e-4, 4e-4, 0.04)),
     GradedFunction("cispo_loss", "after_grpo", "§14.5", 10.0, (ROW, ROW, ROW, [1.0], MASK, 0.28, 0.04)),
     GradedFunction("filter_groups", "after_grpo", "§14.6", 5.0, ([1.0, 0.0], 2)),
+    # Task 15, best-of-n and ensembles: over-optimization measured; points on top as well.
+    GradedFunction("best_of_n_kl", "best_of_n", "§15.2", 5.0, (2,)),
+    GradedFunction("best_of_n_estimate", "best_of_n", "§15.3", 15.0, (ROW, ROW)),
+    GradedFunction("ensemble_reward", "best_of_n", "§15.5", 10.0, (ROW, "mean")),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
-# (task 10), dpo.py (task 12), reward_model.py (task 13) and after_grpo.py (task 14) only for their own runs and tests
+# (task 10), dpo.py (task 12), reward_model.py (task 13), after_grpo.py (task 14) and best_of_n.py (task 15) only for
+# their own runs and tests
 
 
 def answer_path(module: str) -> Path:
@@ -149,7 +154,7 @@ def probe_args(g: GradedFunction) -> tuple:
 
 class Impl:
     """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
-    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo``), and
+    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo``, ``impl.best_of_n``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -194,6 +199,10 @@ class Impl:
     def after_grpo(self) -> ModuleType:
         return self.module("after_grpo")
 
+    @property
+    def best_of_n(self) -> ModuleType:
+        return self.module("best_of_n")
+
     def check_implemented(self, module: str, functions: Sequence[str] | None = None) -> None:
         """Call each graded function of ``module`` (only those named in ``functions``, when given) on a
         tiny input: an unfinished stub raises NotImplementedError now, before any model or data is loaded."""
@@ -221,11 +230,11 @@ def load_impl(name: str = "student") -> Impl:
     """The ppo and grpo modules of ``name``.
 
     ``name`` is "student" (``rlhf_practice/rl/``) or a folder that holds ``ppo.py`` and ``grpo.py`` and, for
-    tasks 7-9, 10, 12, 13 and 14, ``token_level.py``, ``lecture.py``, ``dpo.py``, ``reward_model.py`` and
-    ``after_grpo.py`` (a copy of a student's ``rlhf_practice/rl/``). The instructor's copy also takes its answer key
+    tasks 7-9, 10, 12, 13, 14 and 15, ``token_level.py``, ``lecture.py``, ``dpo.py``, ``reward_model.py``,
+    ``after_grpo.py`` and ``best_of_n.py`` (a copy of a student's ``rlhf_practice/rl/``). The instructor's copy also takes its answer key
     (:func:`answer_path`); a student release, which has none, says so in one line. Missing ppo.py or grpo.py is
-    reported at once, a missing token_level.py, lecture.py, dpo.py, reward_model.py or after_grpo.py when it is first
-    needed; the modules themselves are imported on first use.
+    reported at once, a missing token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py or best_of_n.py
+    when it is first needed; the modules themselves are imported on first use.
     """
     if name == "student":
         return Impl(name, {m: (lambda m=m: importlib.import_module(f"rlhf_practice.rl.{m}")) for m in MODULES})
