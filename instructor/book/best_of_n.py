@@ -13,13 +13,10 @@ grader's hidden cases (``fresh=True``) draw from ``g``.
 
 from __future__ import annotations
 
-import functools
-import math
-
 import torch
 
 from instructor.cases import DTYPES, F64, _adder, _grad, _grads_of, _name, _perm, _show, _uniform, cases_of
-from instructor.mistakes import KEY, right, wrong
+from instructor.mistakes import right, wrong
 
 F32 = torch.float32
 
@@ -126,7 +123,7 @@ def best_of_n_kl_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
 def _as_float(n):
     """n as a tensor in the dtype of its result: float64 for an int or an integer tensor, else its own."""
     n = torch.as_tensor(n)
-    return n if n.is_floating_point() else n.to(F64)
+    return n if n.is_floating_point() else n.to(torch.float64)
 
 
 @right("best_of_n_kl")
@@ -140,8 +137,8 @@ def kl_log_n_minus_1_plus_1_over_n(n):
 @right("best_of_n_kl")
 def kl_in_float64_then_cast(n):
     t = torch.as_tensor(n)
-    out_dtype = t.dtype if t.is_floating_point() else F64
-    x = t.to(F64)
+    out_dtype = t.dtype if t.is_floating_point() else torch.float64
+    x = t.to(torch.float64)
     if not bool((x >= 1).all()):
         raise ValueError(f"n >= 1 needed, got {x.min().item()}")
     return (x.log() - (x - 1) / x).to(out_dtype)
@@ -228,13 +225,18 @@ def kl_python_float_for_an_int(n):
     if isinstance(n, int):
         if n < 1:
             raise ValueError(n)
+        import math
+
         return math.log(n) - (n - 1) / n
-    return KEY.best_of_n.best_of_n_kl(n)
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - (n - 1) / n
 
 
 @wrong("best_of_n_kl", "returned dtype torch.float64, expected torch.float32")
 def kl_always_float64(n):
-    n = torch.as_tensor(n).to(F64)
+    n = torch.as_tensor(n).to(torch.float64)
     if (n < 1).any():
         raise ValueError(n)
     return torch.log(n) - (n - 1) / n
@@ -419,31 +421,36 @@ def _checked(scores: torch.Tensor, max_n: int | None) -> int:
 
 
 def _log_choose(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """log C(a, b) of float tensors, through lgamma (as the key computes it)."""
     return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
+
+
+def _log_factorials(top: int, dtype=torch.float64) -> torch.Tensor:
+    """(top + 1,): log k! for k = 0 ... top, in ``dtype``: C(a, b) from three look-ups, not three lgamma of a matrix
+    (a pool of 1024 then costs milliseconds, not 0.2 s)."""
+    return torch.lgamma(torch.arange(top + 1, dtype=dtype) + 1)
+
+
+def _log_c(a: torch.Tensor, b: torch.Tensor, log_fact: torch.Tensor) -> torch.Tensor:
+    """log C(a, b) for whole numbers a >= b >= 0 (integer tensors), from the table ``log_fact`` of log k!."""
+    return log_fact[a] - log_fact[b] - log_fact[a - b]
 
 
 def _tie_means(proxy: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """(B, N) float64: each reply's score replaced by the mean score of the replies of its prompt whose proxy score
     equals its own."""
     same = proxy[:, :, None] == proxy[:, None, :]  # (B, N, N)
-    return (same.to(F64) @ scores.to(F64)[:, :, None]).squeeze(2) / same.sum(dim=2)
+    return (same.to(torch.float64) @ scores.to(torch.float64)[:, :, None]).squeeze(2) / same.sum(dim=2)
 
 
-def _weights(pool: int, max_n: int, ranks: torch.Tensor | None = None, dtype=F64) -> torch.Tensor:
+def _weights(pool: int, max_n: int, ranks: torch.Tensor | None = None, dtype=torch.float64) -> torch.Tensor:
     """(max_n, N): C(i - 1, n - 1) / C(N, n) for the ranks i (1 ... N by default), in log space, in ``dtype``."""
-    if ranks is None:
-        return _ranked_weights(pool, max_n, dtype)
-    i = ranks.to(dtype)
-    n = torch.arange(1, max_n + 1, dtype=dtype)[:, None]
+    i = torch.arange(1, pool + 1) if ranks is None else ranks.long()
+    n = torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool, dtype)
     possible = i >= n
-    log_w = _log_choose(i - 1, n - 1).where(possible, 0.0) - _log_choose(torch.tensor(float(pool), dtype=dtype), n)
+    log_w = _log_c((i - 1).clamp(min=0), (n - 1).clamp(max=i - 1), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
     return torch.exp(log_w).where(possible, 0.0)
-
-
-@functools.cache
-def _ranked_weights(pool: int, max_n: int, dtype: torch.dtype) -> torch.Tensor:
-    """:func:`_weights` of the ranks 1 ... N, computed once per size (a pool of 1024 takes 0.2 s); never changed."""
-    return _weights(pool, max_n, torch.arange(1, pool + 1), dtype)
 
 
 def _sorted_tie_means(proxy: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -452,10 +459,11 @@ def _sorted_tie_means(proxy: torch.Tensor, scores: torch.Tensor) -> torch.Tensor
     return _tie_means(proxy, scores).gather(1, order)
 
 
-@functools.cache
 def _exact_weights(pool: int) -> torch.Tensor:
     """(N, N) float64: C(i - 1, n - 1) / C(N, n) from exact integers (C(i, n - 1) from C(i - 1, n - 1) by
-    * i / (i - n + 1)), each divided as Python ints, which rounds once; computed once per N."""
+    * i / (i - n + 1)), each divided as Python ints, which rounds once."""
+    import math
+
     rows = []
     for n in range(1, pool + 1):
         total, c, row = math.comb(pool, n), 1, [0.0] * (n - 1)
@@ -463,7 +471,7 @@ def _exact_weights(pool: int) -> torch.Tensor:
             row.append(c / total)
             c = c * i // (i - n + 1)
         rows.append(row)
-    return torch.tensor(rows, dtype=F64)
+    return torch.tensor(rows, dtype=torch.float64)
 
 
 @right("best_of_n_estimate")
@@ -476,7 +484,7 @@ def estimate_with_exact_integers(proxy_scores, scores, max_n=None):
         for value, score in zip(p, s):
             runs.setdefault(value, []).append(score)
         rows.append([sum(runs[value]) / len(runs[value]) for value in sorted(p)])
-    return (torch.tensor(rows, dtype=F64) @ _exact_weights(scores.shape[1])[:max_n].T).to(scores.dtype)
+    return (torch.tensor(rows, dtype=torch.float64) @ _exact_weights(scores.shape[1])[:max_n].T).to(scores.dtype)
 
 
 @right("best_of_n_estimate")
@@ -485,18 +493,18 @@ def estimate_counted_from_the_top(proxy_scores, scores, max_n=None):
     C(N - j, n - 1) / C(N, n); ties through torch.unique per prompt."""
     max_n = _checked(scores, max_n)
     batch, pool = scores.shape
-    tied = torch.empty(batch, pool, dtype=F64)
+    tied = torch.empty(batch, pool, dtype=torch.float64)
     for b in range(batch):
         _, inverse = torch.unique(proxy_scores[b], return_inverse=True)
-        sums = torch.zeros(pool, dtype=F64).index_add_(0, inverse, scores[b].to(F64))
-        counts = torch.zeros(pool, dtype=F64).index_add_(0, inverse, torch.ones(pool, dtype=F64))
+        sums = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, scores[b].to(torch.float64))
+        counts = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, torch.ones(pool, dtype=torch.float64))
         tied[b] = (sums / counts.clamp(min=1))[inverse]
     order = torch.argsort(proxy_scores, dim=1, descending=True)
-    j = torch.arange(1, pool + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
+    j = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
     possible = pool - j >= n - 1
     log_w = _log_choose((pool - j).clamp(min=0), n - 1).where(possible, 0.0) - _log_choose(
-        torch.tensor(float(pool), dtype=F64), n
+        torch.tensor(float(pool), dtype=torch.float64), n
     )
     weights = torch.exp(log_w).where(possible, 0.0)
     return (tied.gather(1, order) @ weights.T).to(scores.dtype)
@@ -508,8 +516,8 @@ def estimate_recurrence_in_n_tied_weights_shared(proxy_scores, scores, max_n=Non
     weights evenly (the same sum as sharing their scores)."""
     max_n = _checked(scores, max_n)
     batch, pool = scores.shape
-    i = torch.arange(1, pool + 1, dtype=F64)
-    rows, p = [], torch.full((pool,), 1.0 / pool, dtype=F64)
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    rows, p = [], torch.full((pool,), 1.0 / pool, dtype=torch.float64)
     for n in range(1, max_n + 1):
         rows.append(p)
         if n < pool:
@@ -517,9 +525,9 @@ def estimate_recurrence_in_n_tied_weights_shared(proxy_scores, scores, max_n=Non
     weights = torch.stack(rows)  # (max_n, N)
     order = torch.argsort(proxy_scores, dim=1)
     ranked_proxy = proxy_scores.gather(1, order)
-    ranked_scores = scores.gather(1, order).to(F64)
+    ranked_scores = scores.gather(1, order).to(torch.float64)
     same = ranked_proxy[:, :, None] == ranked_proxy[:, None, :]  # (B, N, N): same run of ties
-    shared = (same.to(F64) @ weights.T[None]) / same.sum(dim=2, keepdim=True)  # (B, N, max_n)
+    shared = (same.to(torch.float64) @ weights.T[None]) / same.sum(dim=2, keepdim=True)  # (B, N, max_n)
     return (ranked_scores[:, None, :] @ shared).squeeze(1).to(scores.dtype)
 
 
@@ -528,8 +536,8 @@ def estimate_weights_normalised_by_their_sum(proxy_scores, scores, max_n=None):
     """C(i - 1, n - 1) over its sum for i = n ... N (the hockey-stick identity: the sum is C(N, n))."""
     max_n = _checked(scores, max_n)
     pool = scores.shape[1]
-    i = torch.arange(1, pool + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
     log_w = _log_choose(i - 1, n - 1).where(i >= n, -torch.inf)
     weights = torch.softmax(log_w, dim=1)
     return (_sorted_tie_means(proxy_scores, scores) @ weights.T).to(scores.dtype)
@@ -562,8 +570,8 @@ def estimate_sorted_descending(proxy_scores, scores, max_n=None):
 def estimate_with_replacement(proxy_scores, scores, max_n=None):
     max_n = _checked(scores, max_n)
     pool = scores.shape[1]
-    i = torch.arange(1, pool + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
     return _estimate(proxy_scores, scores, max_n, weights=(i / pool) ** n - ((i - 1) / pool) ** n)
 
 
@@ -582,7 +590,7 @@ def estimate_not_sorted(proxy_scores, scores, max_n=None):
     "each reply's OWN score (the gold) is weighted",
 )
 def estimate_sorts_the_scores(proxy_scores, scores, max_n=None):
-    return _estimate(proxy_scores, scores, max_n, scores.to(F64).sort(dim=1).values)
+    return _estimate(proxy_scores, scores, max_n, scores.to(torch.float64).sort(dim=1).values)
 
 
 @wrong(
@@ -600,7 +608,7 @@ def estimate_reports_the_proxy(proxy_scores, scores, max_n=None):
 )
 def estimate_ties_ignored(proxy_scores, scores, max_n=None):
     order = torch.argsort(proxy_scores, dim=1, stable=True)
-    return _estimate(proxy_scores, scores, max_n, scores.to(F64).gather(1, order))
+    return _estimate(proxy_scores, scores, max_n, scores.to(torch.float64).gather(1, order))
 
 
 @wrong(
@@ -612,7 +620,7 @@ def estimate_ties_all_win(proxy_scores, scores, max_n=None):
     max_n = _checked(scores, max_n)
     ranks = (proxy_scores[:, None, :] <= proxy_scores[:, :, None]).sum(dim=2)  # (B, N): replies at or below it
     weights = torch.stack([_weights(scores.shape[1], max_n, r) for r in ranks])  # (B, max_n, N)
-    return (weights @ scores.to(F64)[:, :, None]).squeeze(2).to(scores.dtype)
+    return (weights @ scores.to(torch.float64)[:, :, None]).squeeze(2).to(scores.dtype)
 
 
 @wrong(
@@ -624,7 +632,7 @@ def estimate_ties_all_lose(proxy_scores, scores, max_n=None):
     max_n = _checked(scores, max_n)
     ranks = (proxy_scores[:, None, :] < proxy_scores[:, :, None]).sum(dim=2) + 1  # (B, N)
     weights = torch.stack([_weights(scores.shape[1], max_n, r) for r in ranks])
-    return (weights @ scores.to(F64)[:, :, None]).squeeze(2).to(scores.dtype)
+    return (weights @ scores.to(torch.float64)[:, :, None]).squeeze(2).to(scores.dtype)
 
 
 @wrong(
@@ -645,13 +653,11 @@ def estimate_ties_across_prompts(proxy_scores, scores, max_n=None):
     "i - 1 below it: C(i - 1, n - 1) / C(N, n)",
 )
 def estimate_weights_c_i(proxy_scores, scores, max_n=None):
-    max_n = _checked(scores, max_n)
-    i = torch.arange(1, scores.shape[1] + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
-    possible = i >= n - 1
-    big_n = torch.tensor(float(scores.shape[1]), dtype=F64)
-    weights = torch.exp(_log_choose(i, n - 1).where(possible, 0.0) - _log_choose(big_n, n)).where(possible, 0.0)
-    return _estimate(proxy_scores, scores, max_n, weights=weights)
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    log_w = _log_c(i, (n - 1).clamp(max=i), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
+    return _estimate(proxy_scores, scores, max_n, weights=torch.exp(log_w).where(i >= n - 1, 0.0))
 
 
 @wrong(
@@ -660,13 +666,11 @@ def estimate_weights_c_i(proxy_scores, scores, max_n=None):
     "kept one: C(i - 1, n - 1) / C(N, n)",
 )
 def estimate_weights_c_i_minus_1_n(proxy_scores, scores, max_n=None):
-    max_n = _checked(scores, max_n)
-    i = torch.arange(1, scores.shape[1] + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
-    possible = i - 1 >= n
-    big_n = torch.tensor(float(scores.shape[1]), dtype=F64)
-    weights = torch.exp(_log_choose(i - 1, n).where(possible, 0.0) - _log_choose(big_n, n)).where(possible, 0.0)
-    return _estimate(proxy_scores, scores, max_n, weights=weights)
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    log_w = _log_c(i - 1, n.clamp(max=i - 1), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
+    return _estimate(proxy_scores, scores, max_n, weights=torch.exp(log_w).where(i - 1 >= n, 0.0))
 
 
 @wrong(
@@ -675,15 +679,12 @@ def estimate_weights_c_i_minus_1_n(proxy_scores, scores, max_n=None):
     "space, lgamma(N + 1) - lgamma(n + 1) - lgamma(N - n + 1), and exp() only their difference",
 )
 def estimate_factorials_in_floating_point(proxy_scores, scores, max_n=None):
-    max_n = _checked(scores, max_n)
-    pool = scores.shape[1]
-    i = torch.arange(1, pool + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
-    fact = lambda x: torch.exp(torch.lgamma(x + 1))  # noqa: E731
-    possible = i >= n
-    choose = lambda a, b: fact(a) / (fact(b) * fact((a - b).clamp(min=0)))  # noqa: E731
-    weights = (choose(i - 1, n - 1) / choose(torch.tensor(float(pool), dtype=F64), n)).where(possible, 0.0)
-    return _estimate(proxy_scores, scores, max_n, weights=weights)
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    fact = torch.exp(_log_factorials(pool))  # k!, inf from 171! on
+    a, b = i - 1, (n - 1).clamp(max=i - 1)
+    weights = fact[a] / (fact[b] * fact[a - b]) / (fact[pool] / (fact[n] * fact[pool - n]))
+    return _estimate(proxy_scores, scores, max_n, weights=weights.where(i >= n, 0.0))
 
 
 @wrong(
@@ -692,12 +693,11 @@ def estimate_factorials_in_floating_point(proxy_scores, scores, max_n=None):
     "the weights in log space, in float64",
 )
 def estimate_choose_in_float32(proxy_scores, scores, max_n=None):
-    max_n = _checked(scores, max_n)
-    pool = scores.shape[1]
-    i = torch.arange(1, pool + 1, dtype=F64)
-    n = torch.arange(1, max_n + 1, dtype=F64)[:, None]
-    table = torch.exp(_log_choose(i - 1, n - 1)).where(i >= n, 0.0).to(scores.dtype)  # C(i - 1, n - 1), rounded
-    totals = torch.exp(_log_choose(torch.tensor(float(pool), dtype=F64), n)).to(scores.dtype)  # C(N, n)
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    table = torch.exp(_log_c(i - 1, (n - 1).clamp(max=i - 1), log_fact)).where(i >= n, 0.0).to(scores.dtype)
+    totals = torch.exp(_log_c(torch.tensor(pool), n, log_fact)).to(scores.dtype)  # C(N, n), rounded as table
     ranked = _sorted_tie_means(proxy_scores, scores).to(scores.dtype)
     return ranked @ (table / totals).T
 
@@ -715,7 +715,7 @@ def estimate_log_weights_in_the_scores_dtype(proxy_scores, scores, max_n=None):
 
 @wrong("best_of_n_estimate", "wrong output shape")
 def estimate_mean_over_prompts(proxy_scores, scores, max_n=None):
-    return KEY.best_of_n.best_of_n_estimate(proxy_scores, scores, max_n).mean(dim=0)
+    return _estimate(proxy_scores, scores, max_n).mean(dim=0)
 
 
 @wrong("best_of_n_estimate", "instead of raising ValueError")
@@ -723,19 +723,19 @@ def estimate_max_n_above_n_not_refused(proxy_scores, scores, max_n=None):
     pool = scores.shape[1]
     if max_n is not None and max_n < 1:
         raise ValueError(max_n)
-    return KEY.best_of_n.best_of_n_estimate(proxy_scores, scores, None if max_n is None else min(max_n, pool))
+    return _estimate(proxy_scores, scores, None if max_n is None else min(max_n, pool))
 
 
 @wrong("best_of_n_estimate", "instead of raising ValueError")
 def estimate_max_n_below_1_not_refused(proxy_scores, scores, max_n=None):
     if max_n is not None and max_n < 1:
         return scores[:, :0].clone()
-    return KEY.best_of_n.best_of_n_estimate(proxy_scores, scores, max_n)
+    return _estimate(proxy_scores, scores, max_n)
 
 
 @wrong("best_of_n_estimate", "returned dtype torch.float64, expected torch.float32")
 def estimate_in_float64(proxy_scores, scores, max_n=None):
-    return _estimate(proxy_scores, scores, max_n).to(F64)
+    return _estimate(proxy_scores, scores, max_n).to(torch.float64)
 
 
 # ================ ensemble_reward (TASKS.md §15.5) ==================================================================
@@ -959,7 +959,7 @@ def ensemble_max_for_min(scores, mode, uncertainty_coef=0.5):
 def ensemble_sum_for_mean(scores, mode, uncertainty_coef=0.5):
     if mode == "mean":
         return scores.sum(dim=0)
-    return KEY.best_of_n.ensemble_reward(scores, mode, uncertainty_coef)
+    return _ensemble(scores, mode, uncertainty_coef)
 
 
 @wrong(
@@ -968,7 +968,7 @@ def ensemble_sum_for_mean(scores, mode, uncertainty_coef=0.5):
     defaults={"uncertainty_coef": 1.0},
 )
 def ensemble_default_coefficient_1(scores, mode, uncertainty_coef=1.0):
-    return KEY.best_of_n.ensemble_reward(scores, mode, uncertainty_coef)
+    return _ensemble(scores, mode, uncertainty_coef)
 
 
 @wrong("ensemble_reward", "returned min, expected a torch.Tensor")
@@ -979,7 +979,7 @@ def ensemble_min_values_and_indices(scores, mode, uncertainty_coef=0.5):
 @wrong("ensemble_reward", "instead of raising ValueError")
 def ensemble_unknown_mode_as_mean(scores, mode, uncertainty_coef=0.5):
     if mode in ("min", "uwo"):
-        return KEY.best_of_n.ensemble_reward(scores, mode, uncertainty_coef)
+        return _ensemble(scores, mode, uncertainty_coef)
     return scores.mean(dim=0)
 
 
@@ -987,9 +987,9 @@ def ensemble_unknown_mode_as_mean(scores, mode, uncertainty_coef=0.5):
 def ensemble_uwo_of_one_model(scores, mode, uncertainty_coef=0.5):
     if mode == "uwo":
         return scores.mean(dim=0) - uncertainty_coef * scores.var(dim=0)  # NaN for one model
-    return KEY.best_of_n.ensemble_reward(scores, mode, uncertainty_coef)
+    return _ensemble(scores, mode, uncertainty_coef)
 
 
 @wrong("ensemble_reward", "the result carries no gradient to scores")
 def ensemble_detached(scores, mode, uncertainty_coef=0.5):
-    return KEY.best_of_n.ensemble_reward(scores.detach(), mode, uncertainty_coef)
+    return _ensemble(scores.detach(), mode, uncertainty_coef)
