@@ -20,11 +20,11 @@ number reaches ``bar``.
 
 gate/best_of_n (task 15) trains nothing: best-of-n reads a fixed pool, so its outcome is the over-optimization
 curve itself. Its gate child draws one pool of the tiny policy's replies (:data:`BEST_OF_N`), scores it with the
-rule reward (the gold) and three noisy copies of it (the proxies), and computes with the submission's functions
-the KL axis and the best-of-n curves of gold and proxy, picked by the gold and by the proxies' mean, min and uwo
-ensembles; it saves the curves (tensors only). The judge draws the same pool, computes the curves with the key's
-functions written out, and measures the share of the submission's numbers within :data:`BEST_OF_N_TOLERANCE` of
-its own; the bar is all of them.
+rule reward (the gold) and with three noisy copies of it rounded to halves (the proxies: they tie where the gold
+differs), and computes with the submission's functions the KL axis and the best-of-n curves of gold and proxy,
+picked by the gold and by the proxies' mean, min and uwo ensembles; it saves the curves (tensors only). The judge
+draws the same pool, computes the curves with the key's functions written out, and measures the share of the
+submission's numbers within :data:`BEST_OF_N_TOLERANCE` of its own; the bar is all of them.
 
 Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
 (every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's
@@ -133,7 +133,7 @@ RM_STEPS, RM_BAR = 60, 0.8  # gate/rm: judged pair accuracy (see above)
 AFTER_GRPO_FLAGS = ("--advantage", "rloo", "--loss_type", "cispo", "--dynamic_sampling")
 AFTER_GRPO_STEPS, AFTER_GRPO_BAR = 30, 0.35
 # gate/best_of_n (task 15): the pool of its curves, 16 prompts x N = 32 replies of the tiny policy, 3 proxies (the gold
-# plus noise of std 0.5); every number within 0.01 of the judge's (the KL: 0.01 of max(1, KL)). See the docstring.
+# plus noise of std 0.5, rounded to halves: ties); every number within 0.01 of the judge's (the KL: 0.01 of max(1, KL)).
 BEST_OF_N = {"prompts": 16, "size": 32, "models": 3, "noise": 0.5}
 BEST_OF_N_TOLERANCE = 0.01
 GATES: tuple[Gate, ...] = (

@@ -108,8 +108,9 @@ def best_of_n_pool(seed: int, prompts: int, size: int, models: int, noise: float
     """gate/best_of_n's pool: ``prompts`` prompts of the tiny preset's sentiment task (drawn with ``seed``), ``size``
     replies to each sampled from its starting policy; "gold", the rule reward of each reply, (B, N) float32 (few
     distinct values: ties everywhere), and "proxies", ``models`` reward models that each err differently: the gold
-    plus Gaussian noise of std ``noise`` drawn with ``seed``, (k, B, N). One thread, the same seed: the same numbers
-    in the gate child and in the judge."""
+    plus Gaussian noise of std ``noise`` drawn with ``seed``, rounded to halves as a judge's coarse ratings are, so
+    that replies tie on a proxy where their gold differs, (k, B, N). One thread, the same seed: the same numbers in
+    the gate child and in the judge."""
     import torch
 
     from rlhf_practice.config import GRPOConfig, preset_config
@@ -128,7 +129,7 @@ def best_of_n_pool(seed: int, prompts: int, size: int, models: int, noise: float
         replies = sampler.sample(ids, mask).decode(tokenizer)
     gold = task.reward([p for p in batch["prompt_text"] for _ in range(size)], replies).view(prompts, size)
     errors = torch.randn(models, prompts, size, generator=torch.Generator().manual_seed(seed)) * noise
-    return {"gold": gold, "proxies": gold + errors}
+    return {"gold": gold, "proxies": torch.round((gold + errors) * 2) / 2}
 
 
 def best_of_n_curves(best_of_n_kl, best_of_n_estimate, ensemble_reward, pool: dict) -> dict:
