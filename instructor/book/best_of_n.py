@@ -353,6 +353,19 @@ def best_of_n_estimate_cases(key, g: torch.Generator, fresh: bool) -> list[dict]
         f"best_of_n_estimate on 2 pools of 6, the first with every proxy score equal ({flat:g}): each n gives its mean",
         _estimate_args(proxy, _uniform(rng, -1, 1, 2, 6)),
     )
+    # the same coarse ratings (a judge's 1 to 3) in every prompt's pool: a tie never reaches across prompts
+    ratings = torch.tensor([[1.0, 2.0, 2.0, 3.0, 3.0], [2.0, 3.0, 1.0, 3.0, 2.0], [3.0, 3.0, 2.0, 1.0, 1.0]])
+    own = g if fresh else _own(1504)
+    if fresh:  # other ratings (1 to 4), each pool with a tie at its top
+        ratings = torch.randint(1, 5, (3, 5), generator=g).double()
+        ratings[:, :2] = ratings.max(dim=1, keepdim=True).values
+        ratings = ratings[:, _perm(g, 5)]
+    add(
+        "same_ratings_in_every_prompt",
+        f"best_of_n_estimate on 3 pools of 5 rated on one coarse scale (proxy_scores = {_show(ratings)}): a tie is "
+        "within a prompt, never across prompts",
+        _estimate_args(ratings, _uniform(own, -1, 1, 3, 5)),
+    )
     for dtype in DTYPES:  # runs of ties whose gold differs, at the bottom, middle and top of pools of 12
         proxy, gold = _tied_pools(rng, 3, 12, 3)
         add(
