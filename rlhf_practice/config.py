@@ -319,8 +319,8 @@ ENSEMBLE_MODES = ("mean", "min", "uwo")  # ensemble_reward's modes (rl/best_of_n
 _REWARD_MODEL = Bound(
     rule=lambda v: v == "" or all(part.strip() for part in v.split(",")),
     text='"" or folders joined by commas',
-    hint="has a blank folder; give the folder train_reward_model.py wrote (runs/<run>/reward_model), several "
-    "joined by commas, or drop the flag",
+    hint="names a blank folder; give the folder train_reward_model.py wrote (runs/<run>/reward_model; several "
+    "joined by commas for an ensemble), or drop the flag",
 )
 
 
@@ -339,7 +339,7 @@ class PPOBase(TrainConfig):
     value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (an ensemble, task 15). The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (task 15's ensemble). The task's reward is logged as reward/gold. Empty: none."""
     reward_ensemble: str = setting("mean", one_of(*ENSEMBLE_MODES))
     """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
@@ -397,7 +397,7 @@ class GRPOConfig(TrainConfig):
     grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (an ensemble, task 15). The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (task 15's ensemble). The task's reward is logged as reward/gold. Empty: none."""
     reward_ensemble: str = setting("mean", one_of(*ENSEMBLE_MODES))
     """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)

@@ -22,6 +22,7 @@
     python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
     python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
+    python scripts/experiments.py overoptimization_sentiment  # task 13: PPO against reward models of the plain sentiment gold
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
     python scripts/experiments.py best_of_n --seeds 0 1 2 3 4        # task 15: best-of-n against reward models, Gao's fit
     python scripts/experiments.py overoptimization --seeds 0 1 2 3 4 # task 15: PPO against the same reward models
@@ -113,7 +114,7 @@ from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
 
-REWARD_MODEL = ("overoptimization", "rm_vs_dpo", "best_of_n")
+REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
@@ -742,10 +743,10 @@ def main() -> None:
         run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
         return
     if args.experiment in REWARD_MODEL:
-        if args.experiment == "overoptimization":
-            runs = len(args.seeds) * len(overoptimization.ROWS)
-            print(f"overoptimization: {runs} PPO runs", file=sys.stderr)
-            columns, table = overoptimization.overoptimization(args.seeds, args.impl, args.extra, args.out, args.rows)
+        if args.experiment in overoptimization.GRIDS:
+            columns, table = overoptimization.overoptimization(
+                args.seeds, args.impl, args.extra, args.out, args.rows, args.experiment
+            )
         elif args.experiment == "best_of_n":
             columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, args.rows)
         else:

@@ -51,7 +51,7 @@ POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
 MANY = 1024  # rm_vs_dpo's reward model
 PPO_STEPS = 100  # rm_vs_dpo's PPO
-# (label, pairs or "ensemble", PPO flags)
+# (label, pairs or "ensemble", PPO flags) of task 15's grid, against GOLD
 ROWS = [
     ("RM on 64 pairs, --beta 0", 64, ["--beta", "0"]),
     ("RM on 256 pairs, --beta 0", 256, ["--beta", "0"]),
@@ -64,6 +64,23 @@ ROWS = [
         "ensemble",
         ["--beta", "0", "--reward_ensemble", "uwo", "--reward_uncertainty_coef", UWO_COEF],
     ),
+]
+# Task 13's grid (overoptimization_sentiment, TASKS.md §13.6): the plain sentiment reward as the gold.
+SENTIMENT_ROWS = [(f"RM on {p} pairs, PPO --beta {b}", p, ["--beta", b]) for p in (16, 1024) for b in ("0", "0.1")]
+GRIDS = {"overoptimization": (GOLD, ROWS), "overoptimization_sentiment": ([], SENTIMENT_ROWS)}
+DROP = (
+    0.1  # task 13's "over-optimized": the gold ended at least this far below its peak, the proxy above its value there
+)
+SENTIMENT_COLUMNS = [
+    "RM held-out accuracy",
+    "gold peak",
+    "gold at end",
+    "fall",
+    "proxy at peak",
+    "proxy at end",
+    "√KL at peak",
+    "√KL at end",
+    "over-optimized",
 ]
 COLUMNS = [
     "RM held-out accuracy",
@@ -83,7 +100,7 @@ COLUMNS = [
     "β",
     "R²",
 ]
-COUNTS = {"rose then fell", "ends above one model"}  # counts of seeds, not medians
+COUNTS = {"rose then fell", "ends above one model", "over-optimized"}  # counts of seeds, not medians
 DPO_COLUMNS = ["held-out pair accuracy", "final gold reward", "final kl/ref", "wall s"]
 
 
@@ -136,22 +153,25 @@ def curves(folder: Path) -> dict[str, list[float]]:
     }
 
 
-def reward_model(out: Path, seed: int, pairs: int, impl: str, extra: list[str]) -> tuple[Path, float]:
-    """The folder of a reward model on ``pairs`` pairs labelled by GOLD, trained with ``--seed seed``, and its
+def reward_model(
+    out: Path, seed: int, pairs: int, impl: str, extra: list[str], gold: list[str] = GOLD
+) -> tuple[Path, float]:
+    """The folder of a reward model on ``pairs`` pairs labelled by ``gold`` (the reward's flags), trained with
+    ``--seed seed``, and its
     held-out accuracy. Kept in ``out``/reward_models under a name made of everything it depends on (the
     settings, and the text of the implementation's reward_model.py), so best_of_n and overoptimization share
     it and a rerun reuses it; the pairs of a seed are built once (``out``/pairs)."""
     from rlhf_practice.course import load_impl
 
     source = Path(load_impl(impl).reward_model.__file__).read_bytes()
-    key = hashlib.sha1(json.dumps([seed, pairs, GOLD, extra]).encode() + source).hexdigest()[:10]
+    key = hashlib.sha1(json.dumps([seed, pairs, gold, extra]).encode() + source).hexdigest()[:10]
     name = f"rm-seed{seed}-pairs{pairs}-{key}"
     folder = out / "reward_models" / name / "reward_model"
     if not (folder / "reward_model.json").is_file():
         print(f"seed {seed}: reward model on {pairs} pairs ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(dir=out) as tmp:  # a run killed half-way leaves no folder of that name
             args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", name]
-            args += ["--pairs_dir", str(out / "pairs"), "--num_pairs", str(pairs), *GOLD, *extra]
+            args += ["--pairs_dir", str(out / "pairs"), "--num_pairs", str(pairs), *gold, *extra]
             _run("train_reward_model.py", args)
             (out / "reward_models").mkdir(exist_ok=True)
             try:
@@ -203,6 +223,7 @@ def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> d
         "proxy at end": proxy_end,
         "√KL at end": final(c["sqrt_kl"]),
         "rose then fell": float(rise > 0 and fall >= rise / 3 and proxy_end > c["proxy"][peak]),
+        "over-optimized": float(fall >= DROP and proxy_end > c["proxy"][peak]),
         **fit_gao(c["sqrt_kl"], [g - start for g in c["gold"]], "rl"),
     }
 
@@ -210,10 +231,13 @@ def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> d
 Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row label, each column's values over seeds)
 
 
-def overoptimization(seeds: list[int], impl: str, extra: list[str], out: Path, rows: list[str]) -> Table:
-    """Run the grid (the ROWS whose label contains one of ``rows``, all when empty); draw its curves into
-    ``out``; return its table."""
-    wanted = [row for row in ROWS if not rows or any(text in row[0] for text in rows)]
+def overoptimization(
+    seeds: list[int], impl: str, extra: list[str], out: Path, rows: list[str], name: str = "overoptimization"
+) -> Table:
+    """Run the grid ``name`` of GRIDS (its rows whose label contains one of ``rows``, all when empty); draw its
+    curves into ``out``; return its table."""
+    gold, grid = GRIDS[name]
+    wanted = [row for row in grid if not rows or any(text in row[0] for text in rows)]
     figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
     drawn: dict[str, list[dict[str, list[float]]]] = {label: [] for label, _, _ in wanted}
     out.mkdir(parents=True, exist_ok=True)
@@ -223,10 +247,10 @@ def overoptimization(seeds: list[int], impl: str, extra: list[str], out: Path, r
                 folders = ensemble_members(out, seed, impl, extra)
                 accuracy = float("nan")
             else:
-                folder, accuracy = reward_model(out, seed, pairs, impl, extra)
+                folder, accuracy = reward_model(out, seed, pairs, impl, extra, gold)
                 folders = [folder]
             print(f"seed {seed}: PPO --level token, {label} ...", file=sys.stderr, flush=True)
-            ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *GOLD, *extra]
+            ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
             ppo += ["--reward_model", ",".join(str(f) for f in folders)]
             with tempfile.TemporaryDirectory() as tmp:
                 c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, ppo))
@@ -234,7 +258,7 @@ def overoptimization(seeds: list[int], impl: str, extra: list[str], out: Path, r
             figures[label].append(this)
             drawn[label].append(c)
             print("  " + ", ".join(f"{k}: {v:.3g}" for k, v in this.items()), file=sys.stderr)
-            with (out / "overoptimization.jsonl").open("a") as f:
+            with (out / f"{name}.jsonl").open("a") as f:
                 f.write(json.dumps({"row": label, "seed": seed, "impl": impl, "extra": extra, **this, **c}) + "\n")
     single = {flags[1]: label for label, pairs, flags in wanted if pairs == ENSEMBLE_PAIRS}  # beta -> its row
     for label, pairs, flags in wanted:
@@ -242,10 +266,11 @@ def overoptimization(seeds: list[int], impl: str, extra: list[str], out: Path, r
         for i, f in enumerate(figures[label]):
             above = pairs == "ensemble" and one is not None
             f["ends above one model"] = float(f["gold at end"] > figures[one][i]["gold at end"]) if above else math.nan
-    path = out / "overoptimization.png"
+    path = out / f"{name}.png"
     plot(drawn, path, seeds)
     print(f"curves saved to {path}", file=sys.stderr)
-    return COLUMNS, [(label, [[f[c] for f in figures[label]] for c in COLUMNS]) for label, _, _ in wanted]
+    columns = COLUMNS if name == "overoptimization" else SENTIMENT_COLUMNS
+    return columns, [(label, [[f[c] for f in figures[label]] for c in columns]) for label, _, _ in wanted]
 
 
 def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:
