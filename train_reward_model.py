@@ -242,6 +242,7 @@ def save_reward_model(
         "gold_correlation": final["eval_gold_correlation"].item(),
         "num_pairs": int(run.logger.notes["train_pairs"]),
         "label_noise": config.label_noise,
+        "reward": vars(config.reward),  # the annotator that labelled the pairs (the task's reward settings)
         "seed": config.seed,
         "command": shlex.join(["python", *sys.argv]),
     }

@@ -222,9 +222,22 @@ class RewardEnsemble:
         self.mode = mode
         self.uncertainty_coef = uncertainty_coef
 
-    def describe(self) -> str:
-        """The line(s) for the start of a run."""
+    def describe(self, reward: dict | None = None) -> str:
+        """The line(s) for the start of a run; with ``reward`` (the run's reward settings), a note for each
+        model whose pairs were labelled by other settings (its reward_model.json's ``reward``): then the
+        run's reward/gold is not the annotator the model learned from."""
         lines = [m.describe() for m in self.members]
+        for m in self.members:
+            labelled = m.folder.record.get("reward")
+            if reward is not None and isinstance(labelled, dict):
+                differ = {k: v for k, v in labelled.items() if reward.get(k, v) != v}
+                if differ:
+                    now = ", ".join(f"--reward.{k} {reward[k]}" for k in differ)
+                    then = ", ".join(f"--reward.{k} {v}" for k, v in differ.items())
+                    lines.append(
+                        f"note: {m.folder.name} learned from pairs labelled with {then}; this run's reward/gold "
+                        f"uses {now} (add the same flags to compare with the annotator it learned from)"
+                    )
         if len(self.members) > 1:
             how = f"mode {self.mode!r}" + f", uncertainty_coef {self.uncertainty_coef:g}" * (self.mode == "uwo")
             lines.append(f"reward: ensemble_reward of the {len(self.members)} models above, {how}")

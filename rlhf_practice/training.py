@@ -697,7 +697,7 @@ def start_run(config: TrainConfig) -> TrainingRun:
         )
         print(f"sampling: {sampler.description}", file=sys.stderr)
         if learned_reward is not None:
-            print(learned_reward.describe(), file=sys.stderr)
+            print(learned_reward.describe(vars(config.reward)), file=sys.stderr)
     if learned_reward is not None:
         logger.notes["reward_model"] = learned_reward.notes()
     return TrainingRun(

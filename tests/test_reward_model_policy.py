@@ -294,3 +294,17 @@ def test_an_unfinished_ensemble_reward_is_one_friendly_line(
     assert code == 3 and not run.exists() and "Traceback" not in err, err
     line = next(line for line in err.splitlines() if line.startswith("error:"))
     assert "ensemble_reward" in line and "TASKS.md §15.5" in line
+
+
+def test_a_model_labelled_by_other_reward_settings_is_a_note() -> None:
+    """reward_model.json's ``reward`` (the annotator's settings) against the run's: a note per difference,
+    nothing when they agree or the record has none (a model trained before the field existed)."""
+    labelled = {"sentiment_weight": 1.0, "praise_penalty_weight": 0.5}
+    member = LearnedReward(RewardModelFolder("rm", Path("rm"), None, None, {"reward": labelled}), None, 1)
+    ensemble = RewardEnsemble([member], "mean", 0.5)
+    note = ensemble.describe({"sentiment_weight": 1.0, "praise_penalty_weight": 0.0}).splitlines()[-1]
+    assert note.startswith("note: rm learned from pairs labelled with --reward.praise_penalty_weight 0.5;")
+    assert "uses --reward.praise_penalty_weight 0.0" in note
+    assert "note:" not in ensemble.describe(labelled)
+    bare = RewardEnsemble([LearnedReward(RewardModelFolder("rm", Path("rm"), None, None, {}), None, 1)], "mean", 0.5)
+    assert "note:" not in bare.describe({"praise_penalty_weight": 0.0})
