@@ -35,6 +35,7 @@ bfloat16; the GPT-2-shaped work cut to a few rows), to see that every check runs
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -266,13 +267,37 @@ def training_checks(runner: Runner, jobs: int, tmp: Path) -> list[Check]:
     with ThreadPoolExecutor(jobs) as pool:
         futures = {name: pool.submit(runner.run, name, *run) for name, run in runs.items()}  # in this order
         name = "train_ppo.py --reward_model"
-        if futures[reward_model].result().ok and (learned / "reward_model.json").is_file():
-            futures[name] = pool.submit(
-                runner.run, name, "train_ppo.py", [*ppo, "--reward_model", str(learned)], ("reward/gold",)
-            )
-        else:
-            futures[name] = pool.submit(_PROGRESS.ended, Check(name, False, "not run: no reward model"))
+        if not (futures[reward_model].result().ok and (learned / "reward_model.json").is_file()):
+            name += " (on a stand-in: train_reward_model.py failed)"  # so that the two paths fail apart
+            learned = stand_in_reward_model(tmp / "stand-in")
+        futures[name] = pool.submit(
+            runner.run, name, "train_ppo.py", [*ppo, "--reward_model", str(learned)], ("reward/gold",)
+        )
         return [future.result() for future in futures.values()]
+
+
+def stand_in_reward_model(folder: Path) -> Path:
+    """A reward-model folder as train_reward_model.py writes it, untrained: the tiny policy's transformer with
+    a new one-label score head (seed 0), its tokenizer, and a reward_model.json that leaves the score as it is."""
+    from transformers import GPT2ForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    from rlhf_practice.modeling import TINY_MODEL_DIR, load_tokenizer
+
+    tokenizer = load_tokenizer("tiny")
+    torch.manual_seed(0)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the new head's "newly initialized" report
+    try:
+        model = GPT2ForSequenceClassification.from_pretrained(
+            TINY_MODEL_DIR, num_labels=1, pad_token_id=tokenizer.pad_token_id
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "reward_model.json").write_text(json.dumps({"task": "sentiment", "score_mean": 0.0, "score_std": 1.0}))
+    return folder
 
 
 # ----------------------------------------------------------------------------- the decoder against generate
@@ -641,6 +666,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             args.out.write_text(line + "\n")
         return NO_CUDA_EXIT
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # loading and saving bars would bury the progress lines
     device = torch.device(args.device)
     on_cuda = device.type == "cuda"
     jobs = args.jobs or (4 if on_cuda else 1)
