@@ -61,11 +61,12 @@ NO_CUDA_EXIT = 2
 FAILED_EXIT = 1
 NAN_OK = {"value/explained_variance"}  # NaN on a step whose rewards all tie, as in CleanRL (tests/test_scripts.py)
 GRAPH_FALLBACK = "recording the decode step as a CUDA graph failed"  # the sampler's note when it decodes eagerly
-FP32_TOLERANCE = 1e-4  # nats per token: float32 paths that compute the same numbers in other kernels
+# nats per token. Float32 kernels of other shapes differ by about 1e-5 here; a temperature applied twice or not
+# at all, or a cache column off by one, moves log-probs by tenths of a nat.
+FP32_TOLERANCE = 1e-3
 # bfloat16 keeps 8 bits: the decoder runs the LM head in bfloat16 under autocast, the scoring pass in float32,
 # so each token's log-prob may differ by about |logit| / T * 2**-8. Loose bounds, to catch a broken path.
 BF16_MAX_TOLERANCE, BF16_MEAN_TOLERANCE = 0.5, 0.05
-BF16_SAME_REPLIES = 0.5  # share of identical bfloat16 replies below which the two paths look broken
 # Replies of short reviews (1 to 9 tokens, so several padding widths); two are whole reviews, which end early.
 PROMPTS = [
     "The plot",
@@ -86,7 +87,8 @@ SAMPLING = {  # tests/test_sampling.py's settings
     "all three": {"temperature": 1.3, "top_k": 50, "top_p": 0.9},
 }
 TEMPERATURES = (0.5, 1.0, 1.7)
-TINY = ["--preset", "tiny", "--num_steps", "3", "--data.max_samples", "256"]  # every training run's first flags
+TINY = ["--preset", "tiny", "--data.max_samples", "256"]  # every training run's first flags
+STEPS = ["--num_steps", "3"]  # the tiny runs' steps
 # The gpt2 preset's batch shapes on the GPT-2-shaped model (its data needs the hub: the tiny prompts instead).
 GPT2_SHAPE = {
     "ppo": ["--train_batch_size", "64", "--ppo_epochs", "4", "--max_new_tokens", "24", "--num_steps", "4"],
@@ -227,22 +229,23 @@ def run_problems(run: object, steps: int, expect: tuple[str, ...], stderr: str, 
 def training_checks(runner: Runner, jobs: int, tmp: Path) -> list[Check]:
     """Phase 1: the tiny preset's runs, ``jobs`` at a time; PPO with --reward_model once the reward model is there."""
     pairs = ["--pairs_dir", str(tmp / "pairs")]
-    ppo, grpo, token = (
-        ["--train_batch_size", "16", "--ppo_epochs", "2"],
-        ["--train_batch_size", "8"],
-        ["--level", "token"],
-    )
+    ppo = [*STEPS, "--train_batch_size", "16", "--ppo_epochs", "2"]
+    grpo, token = [*STEPS, "--train_batch_size", "8"], ["--level", "token"]
     sort = ["--task", "sort", "--warmup_steps", "2", "--grpo_group_size", "4"]
     clip_higher = ["--grpo_clip_range_high", "0.28"]
     reward_model = "train_reward_model.py"
     runs = {  # name: (script, flags, tags metrics.csv must have)
         reward_model: (
             "train_reward_model.py",
-            [*pairs, "--train_batch_size", "8", "--pair_prompts", "48", "--heldout_pairs", "8"]
+            [*STEPS, *pairs, "--train_batch_size", "8", "--pair_prompts", "48", "--heldout_pairs", "8"]
             + ["--normalization_samples", "16"],
             ("loss", "accuracy", "eval_accuracy"),
         ),
-        "train_dpo.py": ("train_dpo.py", [*pairs, "--train_batch_size", "8", "--pair_prompts", "32"], ("loss/policy",)),
+        "train_dpo.py": (
+            "train_dpo.py",
+            [*STEPS, *pairs, "--train_batch_size", "8", "--pair_prompts", "32"],
+            ("loss/policy",),
+        ),
         "train_ppo.py": ("train_ppo.py", ppo, ("reward/mean", "kl/ref")),
         "train_ppo.py --level token": ("train_ppo.py", [*token, *ppo], ("kl/ref",)),
         "train_grpo.py": ("train_grpo.py", grpo, ("reward/mean", "kl/ref")),
@@ -278,14 +281,14 @@ def training_checks(runner: Runner, jobs: int, tmp: Path) -> list[Check]:
 
 def stand_in_reward_model(folder: Path) -> Path:
     """A reward-model folder as train_reward_model.py writes it, untrained: the tiny policy's transformer with
-    a new one-label score head (seed 0), its tokenizer, and a reward_model.json that leaves the score as it is."""
+    a new one-label score head, its tokenizer, and a reward_model.json that leaves the score as it is. The head
+    is drawn from a private generator: on CUDA this runs beside the checks that compare random streams."""
     from transformers import GPT2ForSequenceClassification
     from transformers.utils import logging as hf_logging
 
     from rlhf_practice.modeling import TINY_MODEL_DIR, load_tokenizer
 
     tokenizer = load_tokenizer("tiny")
-    torch.manual_seed(0)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the new head's "newly initialized" report
     try:
@@ -294,6 +297,8 @@ def stand_in_reward_model(folder: Path) -> Path:
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+    with torch.no_grad():
+        model.score.weight.normal_(0, 0.02, generator=torch.Generator().manual_seed(0))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     (folder / "reward_model.json").write_text(json.dumps({"task": "sentiment", "score_mean": 0.0, "score_std": 1.0}))
@@ -345,6 +350,7 @@ def same_tokens(policy: object, tokenizer: object, cases: dict[str, tuple[torch.
         problem = _graph_problem(decoder, ids.device)
         if problem is None and not torch.equal(hf.sequences, static.sequences):
             problem = "tokens differ at " + _first_difference(hf.sequences, static.sequences)
+            problem += _logit_gap(policy, tokenizer, ids, mask, hf.sequences, static.sequences, settings)
         elif problem is None and not torch.equal(hf.response_mask, static.response_mask):
             problem = "response masks differ"
         elif problem is None and not torch.equal(hf_after, static_after):
@@ -360,9 +366,39 @@ def same_tokens(policy: object, tokenizer: object, cases: dict[str, tuple[torch.
     return not failures, figure + ("; " + "; ".join(failures) if failures else "")
 
 
+def _logit_gap(
+    policy: object,
+    tokenizer: object,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    ours: torch.Tensor,
+    theirs: torch.Tensor,
+    settings: dict,
+) -> str:
+    """Where two samplings first part, how far apart the two paths' logits were (the same prefix, so they
+    should agree to float rounding: a tie broken by rounding, or a real difference?). Samples both again."""
+    from rlhf_practice.sampling import Sampler
+
+    width = min(ours.shape[1], theirs.shape[1])
+    row, column = (ours[:, :width] != theirs[:, :width]).nonzero()[0].tolist()
+    step = column - ids.shape[1]
+    with recorded_logits() as seen:
+        _sample(policy, tokenizer, ids, mask, "static", **settings)
+    config = Sampler(policy, tokenizer, decoding="hf", **{"max_new_tokens": 12, **settings}).generation_config
+    config.return_dict_in_generate = config.output_logits = True  # the raw logits of every step
+    torch.manual_seed(3)
+    with policy.autocast():
+        out = policy.lm.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    if step >= min(len(seen), len(out.logits)):
+        return ""
+    gap = (seen[step][row] - out.logits[step][row].float()).abs().max().item()
+    return f" (their logits there differ by at most {gap:.2g})"
+
+
 def bf16_tokens(policy: object, tokenizer: object, ids: torch.Tensor, mask: torch.Tensor) -> Result:
-    """bfloat16 (not promised to match): the share of replies the two paths sample alike, per setting."""
-    same, total, problem = 0, 0, None
+    """bfloat16 (not promised to match): the share of replies, and of first tokens, the two paths sample
+    alike; it fails only if the static path did not run as it should (the log-probs check measures it)."""
+    same, first, total, problem = 0, 0, 0, None
     for settings in SAMPLING.values():
         hf, _, _ = _sample(policy, tokenizer, ids, mask, "hf", **settings)
         static, decoder, _ = _sample(policy, tokenizer, ids, mask, "static", **settings)
@@ -370,12 +406,13 @@ def bf16_tokens(policy: object, tokenizer: object, ids: torch.Tensor, mask: torc
         width = min(hf.sequences.shape[1], static.sequences.shape[1])
         rows_alike = (hf.sequences[:, :width] == static.sequences[:, :width]).all(dim=1)
         rows_alike &= hf.response_mask.sum(1) == static.response_mask.sum(1)
+        column = ids.shape[1]  # the first reply token
         same, total = same + int(rows_alike.sum()), total + len(ids)
+        first += int((hf.sequences[:, column] == static.sequences[:, column]).sum())
     figure = (
-        f"{same}/{total} replies identical over {len(SAMPLING)} settings (not promised; >= {BF16_SAME_REPLIES:.0%})"
+        f"{same}/{total} replies, {first}/{total} first tokens identical over {len(SAMPLING)} settings (not promised)"
     )
-    ok = problem is None and same >= BF16_SAME_REPLIES * total
-    return ok, figure + (f"; {problem}" if problem else "")
+    return problem is None, figure + (f"; {problem}" if problem else "")
 
 
 @contextmanager
@@ -585,6 +622,17 @@ def gpt2_shape_training_checks(runner: Runner, model_dir: Path) -> list[Check]:
 # ----------------------------------------------------------------------------- main
 
 
+def _phase(name: str, checks: Callable[..., list[Check]], *args: object) -> list[Check]:
+    """``checks(*args)``; an exception outside any one check (building a model, say) is one failed check."""
+    try:
+        return checks(*args)
+    except Exception as err:
+        import traceback
+
+        first_line = str(err).splitlines()[0] if str(err) else ""
+        return [_PROGRESS.ended(Check(name, False, f"{type(err).__name__}: {first_line}", traceback.format_exc()))]
+
+
 _PRINT = threading.Lock()
 _START = time.monotonic()
 
@@ -683,20 +731,21 @@ def main(argv: list[str] | None = None) -> int:
         threads = max(1, (os.cpu_count() or 1) // jobs) if on_cuda else 1
         runner = Runner(args.device, impl, tmp / "runs", _START + args.deadline, threads)
         with ThreadPoolExecutor(1) as background:  # on CUDA phase 1 runs while this process checks the decoder
-            phase1 = background.submit(training_checks, runner, jobs, tmp) if on_cuda else None
+            phase1 = background.submit(_phase, "training runs", training_checks, runner, jobs, tmp) if on_cuda else None
             if not on_cuda:
-                checks += training_checks(runner, jobs, tmp)
-            checks += decoding_checks(device)
+                checks += _phase("training runs", training_checks, runner, jobs, tmp)
+            checks += _phase("decoding checks", decoding_checks, device)
             if phase1 is not None:
                 checks[:0] = phase1.result()
         from benchmark import build_gpt2_shape
 
-        model_dir = build_gpt2_shape(tmp / "gpt2-shape")
-        checks += gpt2_shape_decoding_checks(model_dir, device)
+        model_dir = tmp / "gpt2-shape"
+        checks += _phase("gpt2 shape decoding", lambda: gpt2_shape_decoding_checks(build_gpt2_shape(model_dir), device))
         if on_cuda:
             torch.cuda.empty_cache()
         runner.threads = (os.cpu_count() or 1) if on_cuda else 1
-        checks += gpt2_shape_training_checks(runner, model_dir)
+        if (model_dir / "config.json").is_file():
+            checks += _phase("gpt2 shape training", gpt2_shape_training_checks, runner, model_dir)
     seconds = time.monotonic() - _START
     if args.out:  # the rows in the order of the checks (while running: in the order they ended)
         args.out.write_text(report(checks, seconds))
