@@ -9,20 +9,22 @@ CPUs only; these checks cover it:
 1. The training scripts on ``cuda``, each in its own process as a user starts it (``--preset tiny``, the
    answer key where this copy has one, a few steps, small batches): PPO and GRPO at both levels, GRPO-clip
    with task 14's options (RLOO + CISPO, GSPO + Dr. GRPO, DAPO's dynamic sampling and clip-higher on
-   ``--task sort``), DPO, the reward model, then PPO with ``--reward_model`` on that model. Each must exit
-   0 and leave metrics.csv with one row a step and finite numbers (``value/explained_variance`` may be
-   NaN, as the tests allow), and must have sampled with the static KV cache and a recorded CUDA graph.
+   ``--task sort``), DPO, the reward model, then PPO with ``--reward_model`` on that model (on an untrained
+   stand-in if the reward model failed, so that the two fail apart). Each must exit 0 and leave metrics.csv
+   with one row a step and finite numbers (``value/explained_variance`` may be NaN, as the tests allow),
+   and must have sampled with the static KV cache and a recorded CUDA graph.
 2. The static decoder with its CUDA graph against Hugging Face ``generate`` on the tiny model. The
    contract (rlhf_practice/sampling.py, docs/GUIDE.md): both paths draw ``torch.multinomial``'s
    exponential race from the same generator, so under the same seed they sample the same tokens and
    leave the generator in the same state; only bfloat16 rounding may change a token. So in float32 the
    tokens, masks, the random numbers drawn after, and the scored log-probs must be equal, for the six
    sampling settings of tests/test_sampling.py, greedy decoding, prompt widths on and off the multiple of
-   8 the graph pads to, and GRPO groups (the shared prefill). In bfloat16 (what ``mixed_precision``, on by
-   default, gives the gpt2 preset on CUDA) the share of identical replies is reported.
+   8 the graph pads to, and GRPO groups (the shared prefill); a mismatch reports how far the two paths'
+   logits were apart there. In bfloat16 (what ``mixed_precision``, on by default, gives the gpt2 preset
+   on CUDA) the share of identical replies is only reported.
 3. The log-probs at temperatures 0.5, 1 and 1.7: per reply token, the distribution the decoder sampled
    from (its logits / T) and the scoring pass (``evaluate_tokens``) against the tempered log-softmax of
-   one plain forward of the whole sequence; float32 within 1e-4 nats, bfloat16 within loose bounds.
+   one plain forward of the whole sequence; float32 within 1e-3 nats, bfloat16 within loose bounds.
 4. A GPT-2-124M-shaped model (``GPT2Config()``, random weights, built here: no hub) in bfloat16: the
    float32 tokens again, decode milliseconds per token (static + CUDA graph, static eager, ``generate``),
    then PPO and GRPO steps of the gpt2 preset's shapes (64 replies; 16 prompts x 4; 24 new tokens) and
