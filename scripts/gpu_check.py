@@ -479,10 +479,9 @@ def logprobs_exact(policy: object, tokenizer: object, ids: torch.Tensor, mask: t
         bound = f"bounds max {BF16_MAX_TOLERANCE}, mean {BF16_MEAN_TOLERANCE}"
     else:
         ok, bound = max(worst_max) <= FP32_TOLERANCE, f"bound {FP32_TOLERANCE:g}"
-    figure = (
-        f"T=0.5/1/1.7, |log p - plain forward| per token, max (mean): sampler {worst_max[0]:.2g} ({worst_mean[0]:.2g}), "
-        f"scoring {worst_max[1]:.2g} ({worst_mean[1]:.2g}) nats; {bound}"
-    )
+    sampler, scoring = (f"{worst_max[i]:.2g} ({worst_mean[i]:.2g})" for i in (0, 1))
+    figure = f"T=0.5/1/1.7, |log p - plain forward| per token, max (mean): sampler {sampler}, scoring {scoring} nats"
+    figure += f"; {bound}"
     return ok and all(map(math.isfinite, worst_max + worst_mean)), figure
 
 
