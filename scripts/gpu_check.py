@@ -10,7 +10,8 @@ CPUs only; these checks cover it:
    answer key where this copy has one, a few steps, small batches): PPO and GRPO at both levels, GRPO-clip
    with task 14's options (RLOO + CISPO, GSPO + Dr. GRPO, DAPO's dynamic sampling and clip-higher on
    ``--task sort``), DPO, the reward model, then PPO with ``--reward_model`` on that model (on an untrained
-   stand-in if the reward model failed, so that the two fail apart). Each must exit 0 and leave metrics.csv
+   stand-in if the reward model failed, so that the two fail apart), and GRPO against the ensemble of that
+   model and the stand-in (task 15's ``--reward_ensemble uwo``). Each must exit 0 and leave metrics.csv
    with one row a step and finite numbers (``value/explained_variance`` may be NaN, as the tests allow),
    and must have sampled with the static KV cache and a recorded CUDA graph.
 2. The static decoder with its CUDA graph against Hugging Face ``generate`` on the tiny model. The
@@ -271,13 +272,19 @@ def training_checks(runner: Runner, jobs: int, tmp: Path) -> list[Check]:
     learned = runner.folder(reward_model) / "reward_model"
     with ThreadPoolExecutor(jobs) as pool:
         futures = {name: pool.submit(runner.run, name, *run) for name, run in runs.items()}  # in this order
-        name = "train_ppo.py --reward_model"
-        if not (futures[reward_model].result().ok and (learned / "reward_model.json").is_file()):
-            name += " (on a stand-in: train_reward_model.py failed)"  # so that the two paths fail apart
-            learned = stand_in_reward_model(tmp / "stand-in")
-        futures[name] = pool.submit(
-            runner.run, name, "train_ppo.py", [*ppo, "--reward_model", str(learned)], ("reward/gold",)
+        stand_in = stand_in_reward_model(tmp / "stand-in")
+        ppo_name, ensemble_name = (
+            "train_ppo.py --reward_model",
+            "train_grpo.py --reward_model A,B --reward_ensemble uwo",
         )
+        if not (futures[reward_model].result().ok and (learned / "reward_model.json").is_file()):
+            learned, failed = stand_in, " (on a stand-in: train_reward_model.py failed)"  # the two paths fail apart
+            ppo_name, ensemble_name = ppo_name + failed, ensemble_name + failed
+        ensemble = [*grpo, "--reward_model", f"{learned},{stand_in}", "--reward_ensemble", "uwo"]
+        futures[ppo_name] = pool.submit(
+            runner.run, ppo_name, "train_ppo.py", [*ppo, "--reward_model", str(learned)], ("reward/gold",)
+        )
+        futures[ensemble_name] = pool.submit(runner.run, ensemble_name, "train_grpo.py", ensemble, ("reward/gold",))
         return [future.result() for future in futures.values()]
 
 
