@@ -301,9 +301,10 @@ def stand_in_reward_model(folder: Path) -> Path:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the new head's "newly initialized" report
     try:
-        model = GPT2ForSequenceClassification.from_pretrained(
-            TINY_MODEL_DIR, num_labels=1, pad_token_id=tokenizer.pad_token_id
-        )
+        with _LOADING:
+            model = GPT2ForSequenceClassification.from_pretrained(
+                TINY_MODEL_DIR, num_labels=1, pad_token_id=tokenizer.pad_token_id
+            )
     finally:
         hf_logging.set_verbosity(verbosity)
     with torch.no_grad():
@@ -497,7 +498,8 @@ def decoding_checks(device: torch.device) -> list[Check]:
     from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
 
     tokenizer = load_tokenizer("tiny")
-    policy = PolicyValueModel.from_pretrained("tiny", device, mixed_precision=False)
+    with _LOADING:  # the training phase's stand-in reward model loads in another thread meanwhile
+        policy = PolicyValueModel.from_pretrained("tiny", device, mixed_precision=False)
     ids, mask = _prompts(tokenizer, PROMPTS * 3, device)  # 24 rows, repeated prompts: the shared prefill
     groups = [p for p in PROMPTS for _ in range(4)]  # a GRPO step's rows: each prompt 4 times in a row
     cases = {name: (ids, mask, settings) for name, settings in SAMPLING.items()}
@@ -642,6 +644,7 @@ def _phase(name: str, checks: Callable[..., list[Check]], *args: object) -> list
 
 
 _PRINT = threading.Lock()
+_LOADING = threading.Lock()  # transformers' from_pretrained builds on the meta device, which is not thread-safe
 _START = time.monotonic()
 
 
