@@ -18,6 +18,14 @@ measures them on fixed prompts: the mean sentiment reward of :data:`JUDGE_PROMPT
 seed :data:`JUDGE_SEED` (the lecture: the held-out exact-sort accuracy). The gate passes when that
 number reaches ``bar``.
 
+gate/best_of_n (task 15) trains nothing: best-of-n reads a fixed pool, so its outcome is the over-optimization
+curve itself. Its gate child draws one pool of the tiny policy's replies (:data:`BEST_OF_N`), scores it with the
+rule reward (the gold) and with three noisy copies of it rounded to halves (the proxies: they tie where the gold
+differs), and computes with the submission's functions the KL axis and the best-of-n curves of gold and proxy,
+picked by the gold and by the proxies' mean, min and uwo ensembles; it saves the curves (tensors only). The judge
+draws the same pool, computes the curves with the key's functions written out, and measures the share of the
+submission's numbers within :data:`BEST_OF_N_TOLERANCE` of its own; the bar is all of them.
+
 Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
 (every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's
 functions, each built as the key's file with that one function replaced (wrong ones that still pass
@@ -55,7 +63,9 @@ class Gate:
     """One algorithm's gate: the command it trains with, what it needs, its budget, bar and points."""
 
     name: str  # "ppo", "grpo", ...: the CSV column is gate/<name>
-    command: tuple[str, ...]  # a training script of SCRIPTS with its flags, or ("-m", module, flags...)
+    # A training script of SCRIPTS with its flags, ("-m", module, flags...), or (GATE, "best_of_n"): the gate child's
+    # own measurement (gate/best_of_n, which trains nothing).
+    command: tuple[str, ...]
     # The graded functions its training loop calls with the gate's flags: gate-bars trains the catalog's
     # variants of these. Written here, not derived from GRADED: the course table says which file holds a
     # function, not which loop calls it (ppo_token's loop calls none of ppo.py's, though it checks them).
@@ -63,12 +73,14 @@ class Gate:
     # loop changed to call it does, and test_gate checks that each name here is in its command's source.
     functions: tuple[str, ...]
     modules: tuple[str, ...]  # the student files its start-up checks: every graded function in them must run
-    steps: int  # the step budget (the lecture: epochs)
-    bar: float  # what the judge must measure on the final policy (mean reward; the lecture: held-out accuracy)
+    steps: int  # the step budget (the lecture: epochs; best_of_n: replies per prompt in the pool, N)
+    # What the judge must measure on the final policy (mean reward; the lecture: held-out accuracy; best_of_n: the share
+    # of the curves' numbers that agree with the judge's)
+    bar: float
     points: float = 10.0
     # What the judge measures: "sentiment" (the saved policy's mean reward), "sort" (its mean sort reward, the sort
-    # task's tiny model), "lecture" (its held-out exact-sort accuracy) or "rm" (the saved reward model's accuracy on
-    # the judge's own preference pairs).
+    # task's tiny model), "lecture" (its held-out exact-sort accuracy), "rm" (the saved reward model's accuracy on
+    # the judge's own preference pairs) or "best_of_n" (the share of the saved curves that agree with the judge's).
     judged: str = "sentiment"
 
     @property
@@ -77,12 +89,27 @@ class Gate:
         return "reward_model" if self.judged == "rm" else "policy"
 
     @property
+    def kept(self) -> str | None:
+        """The file the gate child itself writes into the run's folder for the judge (the lecture's model, best-of-n's
+        curves); None where a training script saves its own weights (``saved``)."""
+        return {"-m": "model.pt", GATE: "curves.pt"}.get(self.command[0])
+
+    def shortfall(self, score: float) -> str:
+        """The note of a judged score below the bar."""
+        if self.judged == "best_of_n":
+            agree = f"{score:.0%} of the best-of-n curves' numbers agree with the judge's"
+            return f"gate/{self.name}: {agree} (bar {self.bar:.0%})"
+        return f"gate/{self.name}: reward {score:.2f} < bar {self.bar:g} after {self.steps} steps"
+
+    @property
     def checked(self) -> tuple[str, ...]:
         """The graded functions the child calls on a tiny input before training (as the script's start-up)."""
         return tuple(g.function for g in GRADED if g.module in self.modules)
 
     def argv(self, seed: int, run_dir: str) -> list[str]:
         """The command's arguments after the script (or module) name, for a run of ``seed``."""
+        if self.command[0] == GATE:
+            return list(self.command[1:])
         if self.command[0] == "-m":
             return [*self.command[2:], "--epochs", str(self.steps), "--seed", str(seed)]
         flags = ["--preset", "tiny", "--device", "cpu", "--num_steps", str(self.steps), "--seed", str(seed)]
@@ -105,6 +132,10 @@ RM_STEPS, RM_BAR = 60, 0.8  # gate/rm: judged pair accuracy (see above)
 # mean sort reward of the judge's sampled replies (see above)
 AFTER_GRPO_FLAGS = ("--advantage", "rloo", "--loss_type", "cispo", "--dynamic_sampling")
 AFTER_GRPO_STEPS, AFTER_GRPO_BAR = 30, 0.35
+# gate/best_of_n (task 15): the pool of its curves, 16 prompts x N = 32 replies of the tiny policy, 3 proxies (the gold
+# plus noise of std 0.5, rounded to halves: ties); every number within 0.01 of the judge's (the KL: 0.01 of max(1, KL)).
+BEST_OF_N = {"prompts": 16, "size": 32, "models": 3, "noise": 0.5}
+BEST_OF_N_TOLERANCE = 0.01
 GATES: tuple[Gate, ...] = (
     Gate("ppo", ("train_ppo.py",), PPO, ("ppo",), steps=12, bar=0.3),
     Gate("grpo", ("train_grpo.py",), ("compute_group_advantages", "grpo_loss"), ("grpo",), steps=30, bar=0.3),
@@ -144,6 +175,15 @@ GATES: tuple[Gate, ...] = (
         bar=RM_BAR,
         judged="rm",
     ),
+    Gate(
+        "best_of_n",
+        (GATE, "best_of_n"),
+        ("best_of_n_kl", "best_of_n_estimate", "ensemble_reward"),
+        ("best_of_n",),
+        steps=BEST_OF_N["size"],
+        bar=1.0,
+        judged="best_of_n",
+    ),
 )
 GATE_NAMES = tuple(g.name for g in GATES)
 
@@ -165,6 +205,11 @@ class GateResult:
 
 def _lecture_settings(gate: Gate, seed: int) -> dict:
     return {"epochs": gate.steps, "seed": seed, "impl": "student"}
+
+
+def _best_of_n_settings(gate: Gate, seed: int) -> dict | None:
+    """gate/best_of_n's pool (instructor.gate_child.best_of_n_pool's arguments); None for every other gate."""
+    return {**BEST_OF_N, "size": gate.steps, "seed": seed} if gate.judged == "best_of_n" else None
 
 
 def _copy_weights(src: Path, dst: Path) -> bool:
@@ -221,9 +266,10 @@ def run_gates(
                 "command": list(gate.command),
                 "argv": gate.argv(seed, str(work / "runs")),
                 "lecture": _lecture_settings(gate, seed),
-                "out": str(out / "model.pt"),
+                "best_of_n": _best_of_n_settings(gate, seed),
+                "out": str(out / (gate.kept or "model.pt")),
             }
-            if gate.command[0] == "-m":
+            if gate.kept:
                 out.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
             report = run_child(tree, GATE, job, limits, isolate)
@@ -242,36 +288,40 @@ def run_gates(
         # links where the judge's tree and policies go (a torch.py that the judge would import, a link that
         # the grader would write through).
         with tempfile.TemporaryDirectory(prefix="rlhf-judge-") as judge_work:
-            judged = _judge(Path(judge_work), judge_jobs, limits, isolate)
+            judged = _judge(Path(judge_work), judge_jobs, limits, isolate, seed)
         for gate, _ in judge_jobs:
             result, score = results[gate.name], judged.get(gate.name)
             if isinstance(score, float):
                 result.reward = round(score, 3)
                 result.passed = score >= gate.bar and not result.note
                 if not result.passed and not result.note:
-                    result.note = f"gate/{gate.name}: reward {score:.2f} < bar {gate.bar:g} after {gate.steps} steps"
+                    result.note = gate.shortfall(score)
             elif not result.note:
                 result.note = f"gate/{gate.name}: no policy to judge ({score or 'none saved'})"
     return results
 
 
-def _judge(work: Path, jobs: list[tuple[Gate, Path]], limits: Limits, isolate: bool) -> dict[str, object]:
-    """Measure each saved policy in a child that holds no student file: {gate name: score or error text}."""
+def _judge(
+    work: Path, jobs: list[tuple[Gate, Path]], limits: Limits, isolate: bool, seed: int = GATE_SEED
+) -> dict[str, object]:
+    """Measure each saved policy in a child that holds no student file: {gate name: score or error text}.
+    ``seed``: the gates' (gate/best_of_n's judge draws the pool its gate child drew)."""
     tree = work / "tree"
     make_tree(tree, {})
     add_gate_files(tree)
     inputs = []
     for gate, out in jobs:
         dst = work / "policies" / gate.name
-        if gate.command[0] == "-m":
-            ok = _copy_weights(out / "model.pt", dst / "model.pt")
-            path, kind = dst / "model.pt", "lecture"
+        if gate.kept:
+            ok = _copy_weights(out / gate.kept, dst / gate.kept)
+            path, kind = dst / gate.kept, "lecture" if gate.command[0] == "-m" else gate.judged
         else:
             ok = all(_copy_weights(out / gate.saved / f, dst / f) for f in ("config.json", "model.safetensors"))
             path, kind = dst, gate.judged
         if ok:
             job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}
-            inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED)})
+            best_of_n = {"best_of_n": _best_of_n_settings(gate, seed), "tolerance": BEST_OF_N_TOLERANCE}
+            inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED), **best_of_n})
     if not inputs:
         return {}
     scores = run_child(tree, JUDGE, inputs, limits, isolate) or {}

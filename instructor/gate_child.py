@@ -5,11 +5,17 @@
 Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.children.run_child`) from its
 copy in TREE: a package copy whose ``rl/`` holds the submission's files, with the training scripts and
 the tiny assets. JOB says what to run: the graded functions to check first, the gate's command (a
-training script of the tree, or ``-m`` and the lecture's module), its arguments, the lecture's settings,
-where the lecture's model goes. REPORT gets only a status ("trained", "stub", "missing", "broken",
-"failed"), a note and the steps made: the reward comes from the judge (:mod:`instructor.judge_child`),
-never from this process, which runs the student's code. It imports nothing of ``instructor`` (not there
-in the child's tree) and ``rlhf_practice`` only from TREE.
+training script of the tree, ``-m`` and the lecture's module, or this program's own best-of-n measurement),
+its arguments, the lecture's and best-of-n's settings, where the lecture's model or the best-of-n curves go.
+REPORT gets only a status ("trained", "stub", "missing", "broken", "failed"), a note and the steps made: the
+reward comes from the judge (:mod:`instructor.judge_child`), never from this process, which runs the
+student's code. It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice``
+only from TREE.
+
+gate/best_of_n trains nothing: :func:`best_of_n_pool` draws one pool of the tiny policy's replies and
+:func:`best_of_n_curves` computes from it, with the submission's functions, what the over-optimization
+experiment plots. The judge imports both from its own copy of this file and computes the same curves with
+the key's functions, written out there.
 """
 
 import os
@@ -53,7 +59,8 @@ def _start_up(functions: list[str], report: dict) -> bool:
 
 
 def _train(tree: str, job: dict, report: dict) -> None:
-    """Run the gate's command with the submission's functions; the lecture's final model goes to job["out"]."""
+    """Run the gate's command with the submission's functions; the lecture's final model, or the best-of-n
+    curves, go to job["out"]."""
     import importlib
     import runpy
 
@@ -62,7 +69,14 @@ def _train(tree: str, job: dict, report: dict) -> None:
     command = job["command"]
     sys.argv = [command[0] if command[0] != "-m" else command[1], *job["argv"]]
     try:
-        if command[0] == "-m":  # the lecture: its model is kept so that the judge can measure it
+        if job.get("best_of_n"):  # tensors only, as the judge loads them (weights_only)
+            student = importlib.import_module("rlhf_practice.rl.best_of_n")
+            settings = job["best_of_n"]
+            pool = best_of_n_pool(**settings)
+            curves = best_of_n_curves(student.best_of_n_kl, student.best_of_n_estimate, student.ensemble_reward, pool)
+            torch.save({name: torch.as_tensor(c).detach().clone() for name, c in curves.items()}, job["out"])
+            report["steps"] = settings["size"]
+        elif command[0] == "-m":  # the lecture: its model is kept so that the judge can measure it
             lecture = importlib.import_module(command[1])
             models = []
 
@@ -85,6 +99,57 @@ def _train(tree: str, job: dict, report: dict) -> None:
             report.update(status="failed", note=f"the run stopped (exit {err.code})")
     except BaseException as err:
         report.update(status="failed", note=f"the run raised {type(err).__name__}")
+
+
+MODES = ("mean", "min", "uwo")  # the ensembles gate/best_of_n's curves pick by
+
+
+def best_of_n_pool(seed: int, prompts: int, size: int, models: int, noise: float) -> dict:
+    """gate/best_of_n's pool: ``prompts`` prompts of the tiny preset's sentiment task (drawn with ``seed``), ``size``
+    replies to each sampled from its starting policy; "gold", the rule reward of each reply, (B, N) float32 (few
+    distinct values: ties everywhere), and "proxies", ``models`` reward models that each err differently: the gold
+    plus Gaussian noise of std ``noise`` drawn with ``seed``, rounded to halves as a judge's coarse ratings are, so
+    that replies tie on a proxy where their gold differs, (k, B, N). One thread, the same seed: the same numbers in
+    the gate child and in the judge."""
+    import torch
+
+    from rlhf_practice.config import GRPOConfig, preset_config
+    from rlhf_practice.sampling import Sampler
+    from rlhf_practice.tasks import build_task
+    from rlhf_practice.training import seed_everything
+
+    config = preset_config(GRPOConfig, "tiny")
+    task = build_task(config)
+    tokenizer = task.load_tokenizer()
+    sampler = Sampler.from_config(task.load_policy(torch.device("cpu")), tokenizer, config)
+    seed_everything(seed)
+    batch = next(task.prompt_batches(tokenizer, prompts, seed))
+    ids, mask = (batch[key].repeat_interleave(size, dim=0) for key in ("input_ids", "attention_mask"))
+    with torch.no_grad():
+        replies = sampler.sample(ids, mask).decode(tokenizer)
+    gold = task.reward([p for p in batch["prompt_text"] for _ in range(size)], replies).view(prompts, size)
+    errors = torch.randn(models, prompts, size, generator=torch.Generator().manual_seed(seed)) * noise
+    return {"gold": gold, "proxies": torch.round((gold + errors) * 2) / 2}
+
+
+def best_of_n_curves(best_of_n_kl, best_of_n_estimate, ensemble_reward, pool: dict) -> dict:
+    """What the over-optimization experiment plots, computed with the three given functions from ``pool``
+    (:func:`best_of_n_pool`): "kl", best-of-n's KL for n = 1 ... N (the x axis is its square root); for the reply
+    picked by the gold itself and by the proxies' "mean", "min" and "uwo" ensembles, "gold/<picker>" and
+    "proxy/<picker>", the mean over prompts of best-of-n's expected gold and proxy score, n = 1 ... N."""
+    import torch
+
+    gold, proxies = pool["gold"], pool["proxies"]
+    models, prompts, size = proxies.shape
+    curves = {"kl": best_of_n_kl(torch.arange(1, size + 1))}
+    pickers = {"gold": gold}
+    for mode in MODES:
+        pickers[mode] = ensemble_reward(proxies.reshape(models, prompts * size), mode).reshape(prompts, size)
+    for name, proxy in pickers.items():
+        curves[f"gold/{name}"] = best_of_n_estimate(proxy, gold).mean(dim=0)
+        if name != "gold":
+            curves[f"proxy/{name}"] = best_of_n_estimate(proxy, proxy).mean(dim=0)
+    return curves
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@
 Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.children.run_child`) from its
 copy in TREE: a fresh package copy with no student file in its ``rl/``, the training scripts and the tiny
 assets. JOBS lists the saved policies (weights only: safetensors, or the lecture's tensor-only state
-dict); SCORES gets {gate name: the measured number, or the error's text}: the mean sentiment reward of
-the tiny preset's replies to fixed prompts sampled with a fixed seed (gate/after_grpo: the mean sort reward of the
-sort task's tiny model; the lecture: the held-out exact-sort accuracy; a reward model: its accuracy on the judge's own preference pairs). It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice`` only
-from TREE.
+dict; gate/best_of_n: its curves, tensors only); SCORES gets {gate name: the measured number, or the error's
+text}: the mean sentiment reward of the tiny preset's replies to fixed prompts sampled with a fixed seed
+(gate/after_grpo: the mean sort reward of the sort task's tiny model; the lecture: the held-out exact-sort
+accuracy; a reward model: its accuracy on the judge's own preference pairs; gate/best_of_n: the share of the
+curves' numbers that agree with the judge's own). It imports nothing of ``instructor`` (not there in the
+child's tree) and ``rlhf_practice`` only from TREE; gate/best_of_n's pool and curves come from the copy of
+``gate_child.py`` in TREE (the grader's program, no student file).
 """
 
 import os
@@ -24,7 +27,7 @@ def main(argv: list[str]) -> None:
     scores = {}
     for job in jobs:
         try:
-            judge = {"lecture": _lecture, "rm": _reward_model}.get(job["kind"], _task_reward)
+            judge = {"lecture": _lecture, "rm": _reward_model, "best_of_n": _best_of_n}.get(job["kind"], _task_reward)
             scores[job["name"]] = judge(job)
         except BaseException as err:
             scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
@@ -120,6 +123,58 @@ def _reward_model(job: dict) -> float:
         scores = model.score(hidden).squeeze(-1).float().gather(1, last[:, None]).squeeze(1)
     chosen, rejected = scores.chunk(2)
     return float((chosen > rejected).float().mean())
+
+
+def _best_of_n(job: dict) -> float:
+    """The share of the numbers of gate/best_of_n's curves (the submission's functions on the pool, saved by its
+    gate child) within job["tolerance"] of the judge's own: the same pool drawn here (gate_child.best_of_n_pool with
+    the gate's settings) and the same curves (gate_child.best_of_n_curves) computed with the key's functions, written
+    out below (this tree holds no rl/ file). The KL is compared relative to max(1, KL), the scores absolutely; a
+    missing curve, a wrong shape or a NaN counts as that many numbers off."""
+    import torch
+    from gate_child import best_of_n_curves, best_of_n_pool
+
+    expected = best_of_n_curves(_kl, _estimate, _ensemble, best_of_n_pool(**job["best_of_n"]))
+    got = torch.load(job["path"], weights_only=True)
+    matched = total = 0
+    for name, want in expected.items():
+        total += want.numel()
+        have = got.get(name) if isinstance(got, dict) else None
+        if isinstance(have, torch.Tensor) and have.shape == want.shape and have.is_floating_point():
+            allowed = job["tolerance"] * (want.abs().clamp(min=1) if name == "kl" else 1)
+            matched += int(((have.double() - want.double()).abs() <= allowed).sum())
+    return matched / total
+
+
+def _kl(n):
+    """The key's best_of_n_kl on an integer tensor: log n - (n - 1)/n, float64."""
+    n = n.double()
+    return n.log() - (n - 1) / n
+
+
+def _estimate(proxy_scores, scores):
+    """The key's best_of_n_estimate (max_n = N): tied proxy scores share their mean score, then the i-th smallest is
+    kept with probability C(i - 1, n - 1) / C(N, n), in log space, in float64."""
+    import torch
+
+    batch, pool = scores.shape
+    same = proxy_scores[:, :, None] == proxy_scores[:, None, :]  # (B, N, N): equal proxy scores
+    tied = (same.double() @ scores.double()[:, :, None]).squeeze(2) / same.sum(dim=2)
+    ranked = tied.gather(1, torch.argsort(proxy_scores, dim=1, stable=True))
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = i[:, None]
+    log_choose = lambda a, b: torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)  # noqa: E731
+    log_weights = log_choose(i - 1, (n - 1).clamp(max=i - 1)) - log_choose(torch.tensor(float(pool)), n)
+    return (ranked @ torch.exp(log_weights).where(i >= n, 0.0).T).to(scores.dtype)
+
+
+def _ensemble(scores, mode):
+    """The key's ensemble_reward with its default uncertainty_coef 0.5."""
+    if mode == "mean":
+        return scores.mean(dim=0)
+    if mode == "min":
+        return scores.min(dim=0).values
+    return scores.mean(dim=0) - 0.5 * scores.var(dim=0)
 
 
 if __name__ == "__main__":

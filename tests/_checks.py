@@ -40,7 +40,7 @@ def student_module(impl: object, name: str) -> object:
 
 def check(module: object, case: dict) -> None:
     """Call the case's function from ``module`` (``impl.ppo``, ``impl.grpo``, ``impl.token_level``, ``impl.lecture``,
-    ``impl.dpo``, ``impl.reward_model`` or ``impl.after_grpo``); fail with its diagnosis."""
+    ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo`` or ``impl.best_of_n``); fail with its diagnosis."""
     message = check_case(case, run_case(getattr(module, case["function"]), case))
     if message:
         pytest.fail(blame_helpers(message, case["function"], failing_helpers(module, case["function"])), pytrace=False)

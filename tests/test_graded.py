@@ -3,8 +3,8 @@
 Each test is one case from tests/fixtures/graded/<file>.pt: its inputs, the expected result (and
 gradients), and what common mistakes would return, so that a failure names the mistake. Select with
 ``-k``: a function (``-k compute_advantages``), a student file (``-k token_level`` for tasks 7-9,
-``-k lecture`` for task 10, ``-k dpo`` for task 12, ``-k reward_model`` for task 13, ``-k after_grpo`` for task 14),
-or the task book's worked examples
+``-k lecture`` for task 10, ``-k dpo`` for task 12, ``-k reward_model`` for task 13, ``-k after_grpo`` for task 14,
+``-k best_of_n`` for task 15), or the task book's worked examples
 (``-k book_example``). Test ids read ``file-function-case``. Only the cases of the functions that
 ``-m``/``-k`` can select are read (tests/_selection.py): checking one function costs about an import of torch.
 """

@@ -46,6 +46,8 @@ def test_every_gate_is_declared_once_with_graded_functions_and_a_command_that_ex
         assert gate.steps > 0 and gate.bar > 0 and gate.points > 0
         if gate.command[0] == "-m":
             assert (ROOT / Path(*gate.command[1].split("."))).with_suffix(".py").is_file()
+        elif gate.command[0] == GATE:  # the gate child's own measurement: gate/best_of_n trains nothing
+            assert gate.judged == gate.name == "best_of_n" and gate.kept == "curves.pt"
         else:
             assert gate.command[0] in SCRIPTS and (ROOT / gate.command[0]).is_file()
     assert {m for g in GATES for m in g.modules} == set(MODULES), "every student file has a gate"
@@ -56,6 +58,7 @@ def test_every_function_a_gate_names_is_in_its_training_loop() -> None:
     does not: a renamed or dropped call fails here, not silently in gate-bars."""
     for gate in GATES:
         script = Path(*gate.command[1].split(".")).with_suffix(".py") if gate.command[0] == "-m" else gate.command[0]
+        script = Path("instructor", GATE) if gate.command[0] == GATE else script
         source = (ROOT / script).read_text(encoding="utf-8")
         absent = [f for f in gate.functions if not re.search(rf"\b{f}\b", source)]
         assert not absent, f"gate/{gate.name}: {script} never names {absent}"
@@ -92,6 +95,19 @@ def test_a_sign_flip_fails_its_gate_and_a_right_variant_passes() -> None:
     assert not flipped.passed and flipped.reward < lecture.bar, flipped
     right = run_gates(variant_files(_variant("clipped_with_where")), (lecture,), LIMITS, isolate)["lecture"]
     assert right.passed, right
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_best_of_n_sorted_the_wrong_way_fails_its_gate_and_a_right_variant_passes() -> None:
+    """gate/best_of_n: best-of-n keeping the LOWEST proxy score draws curves that fall where the judge's rise; a
+    right estimate written otherwise (counted from the top) agrees to the last number."""
+    isolate, gate = isolation_available(), next(g for g in GATES if g.name == "best_of_n")
+    wrong = run_gates(variant_files(_variant("estimate_sorted_descending")), (gate,), LIMITS, isolate)["best_of_n"]
+    assert not wrong.passed and wrong.reward < 0.5 and "agree with the judge's (bar 100%)" in wrong.note, wrong
+    assert wrong.steps == gate.steps
+    right = run_gates(variant_files(_variant("estimate_counted_from_the_top")), (gate,), LIMITS, isolate)["best_of_n"]
+    assert right.passed and right.reward == 1.0 and not right.note, right
 
 
 @pytest.mark.slow
@@ -189,3 +205,41 @@ def test_the_sort_judge_measures_the_sort_reward_of_the_saved_policy(tmp_path: P
     )
     job = {"name": gate.name, "kind": "sort", "path": str(tmp_path / "start"), "seed": 12345, "prompts": 64}
     assert judge_child._task_reward(job) < gate.bar - 0.1
+
+
+@pytest.mark.timeout(120)
+def test_the_best_of_n_judge_measures_the_share_of_the_curves_that_agree(tmp_path: Path, monkeypatch) -> None:
+    """gate/best_of_n's judge draws its gate child's pool again and compares the saved curves with its own: the key's
+    agree to the last number, a descending sort's (best-of-n keeping the lowest proxy score) mostly do not, a curve
+    left out counts as that many numbers off, and a file that is not a dict of tensors agrees nowhere."""
+    import sys
+
+    import torch
+
+    from instructor import gate_child, judge_child
+    from instructor.gate import BEST_OF_N_TOLERANCE, _best_of_n_settings
+    from rlhf_practice.course import load_impl
+
+    gate = next(g for g in GATES if g.name == "best_of_n")
+    settings = _best_of_n_settings(gate, GATE_SEED)
+    pool = functools.cache(gate_child.best_of_n_pool)  # drawn once here, for the judge too
+    monkeypatch.setattr(gate_child, "best_of_n_pool", pool)
+    monkeypatch.setitem(sys.modules, "gate_child", gate_child)  # as the judge imports it from its tree
+    path = tmp_path / "curves.pt"
+    job = {"name": gate.name, "kind": "best_of_n", "path": str(path), "best_of_n": settings}
+    job["tolerance"] = BEST_OF_N_TOLERANCE
+    key = load_impl("answer").best_of_n
+    curves = gate_child.best_of_n_curves(
+        key.best_of_n_kl, key.best_of_n_estimate, key.ensemble_reward, pool(**settings)
+    )
+    assert set(curves) == {"kl", "gold/gold", *(f"{c}/{m}" for c in ("gold", "proxy") for m in gate_child.MODES)}
+    assert all(c.shape == (gate.steps,) for c in curves.values())
+    torch.save(curves, path)
+    assert judge_child._best_of_n(job) == 1.0
+    torch.save({name: c for name, c in curves.items() if name != "kl"}, path)
+    assert judge_child._best_of_n(job) == 1 - 1 / len(curves)
+    descending = _variant("estimate_sorted_descending").fn
+    torch.save(gate_child.best_of_n_curves(key.best_of_n_kl, descending, key.ensemble_reward, pool(**settings)), path)
+    assert judge_child._best_of_n(job) < 0.5
+    torch.save([1.0], path)
+    assert judge_child._best_of_n(job) == 0.0

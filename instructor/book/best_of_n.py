@@ -1,0 +1,995 @@
+"""The grading book of rlhf_practice/rl/best_of_n.py (task 15): best_of_n_kl (TASKS.md §15.2), best_of_n_estimate
+(§15.3) and ensemble_reward (§15.5).
+
+For each graded function, in the order of the course table (rlhf_practice.course.GRADED): the builder of its
+cases (registered with :func:`instructor.cases.cases_of`) and its catalogued mistakes and right variants
+(:func:`instructor.mistakes.wrong` and :func:`~instructor.mistakes.right`), so that a function's whole grading
+story is in one place. Written once, read by :func:`instructor.cases.build_cases` and
+:data:`instructor.mistakes.CATALOG`, which import this module only when they need its functions.
+
+The published cases use hard-coded numbers or their own generators (:func:`_own`), never the shared ``g``. The
+grader's hidden cases (``fresh=True``) draw from ``g``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from instructor.cases import DTYPES, F64, _adder, _grad, _grads_of, _name, _perm, _show, _uniform, cases_of
+from instructor.mistakes import right, wrong
+
+F32 = torch.float32
+
+
+def _own(seed: int) -> torch.Generator:
+    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
+    return torch.Generator().manual_seed(seed)
+
+
+def _ints(g: torch.Generator, low: int, high: int, count: int) -> list[int]:
+    """``count`` distinct whole numbers drawn from [low, high), in increasing order."""
+    return sorted((low + torch.randperm(high - low, generator=g)[:count]).tolist())
+
+
+# ================ best_of_n_kl (TASKS.md §15.2) =====================================================================
+
+# --- its cases
+
+BOOK_KL_N = [1, 2, 4, 16, 1024]  # TASKS.md §15.2: 0, log 2 - 1/2, log 4 - 3/4, ...: best-of-1 is the policy itself
+
+
+@cases_of("best_of_n_kl")
+def best_of_n_kl_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "best_of_n_kl", fresh)
+    n, example = torch.tensor(BOOK_KL_N), "the §15.2 example"
+    if fresh:  # n = 1 and four other counts, an int64 tensor as the book's
+        n = torch.tensor([1, *_ints(g, 3, 3000, 4)])
+        example = "a fresh variant of the §15.2 example"
+    add(
+        "book_example",
+        f"best_of_n_kl on {example}, n = {_show(n)} (an int64 tensor: the result is float64)",
+        [("n", n)],
+        book="§15.2",
+    )
+    one = 3 if not fresh else _ints(g, 5, 500, 1)[0]
+    add(
+        "python_int",
+        f"best_of_n_kl({one}) (a Python int: the result is a 0-dim float64 tensor)",
+        [("n", one)],
+    )
+    add(
+        "python_int_1_is_0",
+        "best_of_n_kl(1) (best-of-1 is the policy itself: KL 0, a 0-dim float64 tensor)",
+        [("n", 1)],
+    )
+    zero_dim = torch.tensor(8 if not fresh else _ints(g, 9, 2000, 1)[0])
+    add(
+        "zero_dim_int_tensor",
+        f"best_of_n_kl(torch.tensor({zero_dim.item()})) (a 0-dim int64 tensor: a 0-dim float64 result)",
+        [("n", zero_dim)],
+    )
+    shaped = torch.tensor([[1, 3], [10, 100]], dtype=torch.int32)
+    if fresh:
+        shaped = torch.tensor(_ints(g, 2, 400, 4), dtype=torch.int32)[_perm(g, 4)].view(2, 2)
+    add(
+        "int32_2x2",
+        f"best_of_n_kl on an int32 tensor of shape (2, 2), n = {_show(shaped)} (the result is float64)",
+        [("n", shaped)],
+    )
+    for dtype, values in ((F32, [[1.0, 2.0, 3.0], [32.0, 256.0, 1e6]]), (F64, [[1.0, 5.0], [50.0, 4096.0]])):
+        n = torch.tensor(values, dtype=dtype)
+        if fresh:
+            n = torch.tensor(_ints(g, 2, 10**5, n.numel()), dtype=dtype)[_perm(g, n.numel())].view(n.shape)
+        add(
+            f"{_name(dtype)}_shaped",
+            f"best_of_n_kl on a {dtype} tensor of shape {tuple(n.shape)}, n = {_show(n)} (the result keeps its dtype)",
+            [("n", n)],
+        )
+    below = [0, -2] if not fresh else [0, -_ints(g, 1, 50, 1)[0]]
+    for value in below:
+        add(
+            f"python_int_{value}_raises".replace("-", "minus_"),
+            f"best_of_n_kl({value}) (fewer than one sample: raise ValueError)",
+            [("n", value)],
+            raises="ValueError",
+        )
+    with_zero = torch.tensor([4, 0, 2])
+    if fresh:
+        with_zero = torch.tensor([0, *_ints(g, 1, 60, 3)])[_perm(g, 4)]
+    add(
+        "tensor_with_a_0_raises",
+        f"best_of_n_kl on n = {_show(with_zero)} (one n below 1: raise ValueError)",
+        [("n", with_zero)],
+        raises="ValueError",
+    )
+    half = torch.tensor([1.0, 0.5]) if not fresh else torch.cat([_uniform(g, 1, 9, 1), _uniform(g, 0.05, 0.95, 1)])
+    add(
+        "float_below_1_raises",
+        f"best_of_n_kl on the float tensor n = {_show(half)} (one n below 1: raise ValueError)",
+        [("n", half.to(F32))],
+        raises="ValueError",
+    )
+    kept = torch.tensor([2.0, 7.0, 64.0], dtype=F64)
+    if fresh:
+        kept = torch.tensor(_ints(g, 2, 900, 3), dtype=F64)
+    add("inputs_unmodified", "best_of_n_kl", [("n", kept)], unmodified=True)
+    return cases
+
+
+# --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
+
+
+def _as_float(n):
+    """n as a tensor in the dtype of its result: float64 for an int or an integer tensor, else its own."""
+    n = torch.as_tensor(n)
+    return n if n.is_floating_point() else n.to(torch.float64)
+
+
+@right("best_of_n_kl")
+def kl_log_n_minus_1_plus_1_over_n(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError("n must be at least 1")
+    return torch.log(n) - 1 + 1 / n
+
+
+@right("best_of_n_kl")
+def kl_in_float64_then_cast(n):
+    t = torch.as_tensor(n)
+    out_dtype = t.dtype if t.is_floating_point() else torch.float64
+    x = t.to(torch.float64)
+    if not bool((x >= 1).all()):
+        raise ValueError(f"n >= 1 needed, got {x.min().item()}")
+    return (x.log() - (x - 1) / x).to(out_dtype)
+
+
+@wrong(
+    "best_of_n_kl",
+    "log n alone: best-of-n's KL is log n - (n - 1)/n (log n is only its upper bound; the (n - 1)/n makes "
+    "best-of-1 exactly 0)",
+)
+def kl_log_n(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n)
+
+
+@wrong("best_of_n_kl", "the fraction upside down: it is log n - (n - 1)/n, not log n - n/(n - 1)")
+def kl_fraction_upside_down(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - n / (n - 1)
+
+
+@wrong("best_of_n_kl", "log n - (n + 1)/n; the fraction is (n - 1)/n, so that best-of-1 gets KL 0")
+def kl_n_plus_1(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - (n + 1) / n
+
+
+@wrong("best_of_n_kl", "the sign flipped: the KL is log n - (n - 1)/n, which is >= 0")
+def kl_sign_flipped(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return (n - 1) / n - torch.log(n)
+
+
+@wrong("best_of_n_kl", "in bits (log2); the KL is in nats: the natural log, torch.log")
+def kl_in_bits(n):
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log2(n) - (n - 1) / n
+
+
+@wrong("best_of_n_kl", "raised ValueError")
+def kl_refuses_n_1(n):
+    n = _as_float(n)
+    if (n <= 1).any():
+        raise ValueError("best-of-n needs n > 1")
+    return torch.log(n) - (n - 1) / n
+
+
+@wrong("best_of_n_kl", "instead of raising ValueError")
+def kl_below_1_not_refused(n):
+    n = _as_float(n)
+    return torch.log(n) - (n - 1) / n
+
+
+@wrong("best_of_n_kl", "returned dtype torch.float32, expected torch.float64")
+def kl_float32_for_ints(n):
+    n = torch.as_tensor(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - (n - 1) / n  # an integer n: float32, torch's default dtype
+
+
+@wrong("best_of_n_kl", "returned dtype torch.int64, expected torch.float64")
+def kl_into_the_int_tensor(n):
+    n = torch.as_tensor(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    out = torch.empty_like(n)
+    out.copy_(torch.log(n.double()) - (n - 1) / n.double())  # truncated to n's integer dtype
+    return out
+
+
+@wrong("best_of_n_kl", "returned float, expected a torch.Tensor")
+def kl_python_float_for_an_int(n):
+    if isinstance(n, int):
+        if n < 1:
+            raise ValueError(n)
+        import math
+
+        return math.log(n) - (n - 1) / n
+    n = _as_float(n)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - (n - 1) / n
+
+
+@wrong("best_of_n_kl", "returned dtype torch.float64, expected torch.float32")
+def kl_always_float64(n):
+    n = torch.as_tensor(n).to(torch.float64)
+    if (n < 1).any():
+        raise ValueError(n)
+    return torch.log(n) - (n - 1) / n
+
+
+# ================ best_of_n_estimate (TASKS.md §15.3) ===============================================================
+
+# --- its cases
+
+# TASKS.md §15.3: B = 2 prompts, a pool of N = 4 replies each. Prompt 0: the proxy's favourite (0.7) has gold 0, so the
+# estimate falls with n. Prompt 1: the proxy's top two (0.9) tie, with gold 1.0 and 0.0: each counts as their mean 0.5.
+BOOK_PROXY = [[0.1, 0.7, 0.3, 0.5], [0.6, 0.9, 0.2, 0.9]]
+BOOK_GOLD = [[1.0, 0.0, 0.5, 1.0], [-0.5, 1.0, 0.5, 0.0]]
+
+
+def _estimate_args(proxy, scores, max_n=None) -> list:
+    args = [("proxy_scores", proxy), ("scores", scores)]
+    return args if max_n is None else [*args, ("max_n", max_n)]
+
+
+def _fresh_book_pool(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh variant of the §15.3 pools: one of 4 distinct proxy scores, one whose top two tie with different
+    gold; other values, in another order."""
+    distinct = _uniform(g, 0.05, 0.95, 4)
+    while len(set(distinct.tolist())) < 4:
+        distinct = _uniform(g, 0.05, 0.95, 4)
+    low = sorted(set(_uniform(g, 0.05, 0.45, 8).tolist()))[:2]
+    top = _uniform(g, 0.55, 0.95, 1).item()
+    tied = torch.tensor([low[0], low[1], top, top], dtype=F64)[_perm(g, 4)]
+    gold = _uniform(g, -1, 1, 2, 4)
+    ties = (tied == top).nonzero().flatten()
+    gold[1, ties[1]] = gold[1, ties[0]] - 0.5 - _uniform(g, 0, 0.5, 1).item()  # the tied pair's gold differs
+    return torch.stack([distinct, tied]), gold
+
+
+def _tied_pools(g: torch.Generator, rows: int, size: int, runs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, size) proxy scores holding ``runs`` runs of 2 to 4 equal values each (at the bottom, in the middle, at
+    the top of the pool), the rest distinct, and gold scores that differ within every run."""
+    proxies, golds = [], []
+    for _ in range(rows):
+        values = _uniform(g, -2, 2, size).tolist()
+        ranked = sorted(range(size), key=lambda i: values[i])
+        start = 0
+        for r in range(runs):  # runs spread from the lowest to the highest proxy scores
+            length = 2 + int(torch.randint(0, 3, (), generator=g))
+            start = min(max(start, r * size // runs), size - length)
+            for i in ranked[start : start + length]:
+                values[i] = values[ranked[start]]
+            start += length
+        proxies.append(values)
+        golds.append(_uniform(g, -1, 1, size).tolist())
+    return torch.tensor(proxies, dtype=F64), torch.tensor(golds, dtype=F64)
+
+
+def _rule_reward_pool(g: torch.Generator, rows: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pool as the pipeline scores one: a continuous proxy (a reward model's normalised score) and a gold in
+    {-1, -1/3, 0, 1/3, 1} (the sentiment rule reward's values), correlated with the proxy."""
+    gold = torch.tensor([-1.0, -1 / 3, 0.0, 1 / 3, 1.0], dtype=F64)[torch.randint(0, 5, (rows, size), generator=g)]
+    proxy = gold + torch.randn(rows, size, generator=g, dtype=F64) * 0.7
+    return proxy, gold
+
+
+@cases_of("best_of_n_estimate")
+def best_of_n_estimate_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "best_of_n_estimate", fresh)
+    proxy, gold = torch.tensor(BOOK_PROXY, dtype=F64), torch.tensor(BOOK_GOLD, dtype=F64)
+    example = f"the §15.3 example (proxy_scores = {BOOK_PROXY}, scores = {BOOK_GOLD}"
+    if fresh:
+        proxy, gold = _fresh_book_pool(g)
+        example = f"a fresh variant of the §15.3 example (proxy_scores = {_show(proxy)}, scores = {_show(gold)}"
+    proxy, gold = proxy.to(F32), gold.to(F32)
+    add("book_example", f"best_of_n_estimate on {example})", _estimate_args(proxy, gold), book="§15.3")
+    add(
+        "book_example_max_n_2",
+        f"best_of_n_estimate on {example}, max_n=2)",
+        _estimate_args(proxy, gold, 2),
+    )
+    add(
+        "book_example_max_n_1",
+        f"best_of_n_estimate on {example}, max_n=1: the mean of each pool)",
+        _estimate_args(proxy, gold, 1),
+    )
+    add(
+        "book_example_the_proxy_itself",
+        f"best_of_n_estimate on {example.split(', scores')[0]}, scores = proxy_scores: the proxy's own curve)",
+        _estimate_args(proxy, proxy.clone()),
+    )
+    add(
+        "book_example_ties_in_the_other_order",
+        f"best_of_n_estimate on {example}) with each pool in reverse order: tied replies swap places",
+        _estimate_args(proxy.flip(1), gold.flip(1)),
+    )
+    for max_n, why in ((0, "below 1"), (5, "above N = 4: a pool of 4 says nothing about best-of-5"), (-1, "below 1")):
+        add(
+            f"max_n_{max_n}_raises".replace("-", "minus_"),
+            f"best_of_n_estimate on {example}, max_n={max_n}) ({why}: raise ValueError)",
+            _estimate_args(proxy, gold, max_n),
+            raises="ValueError",
+        )
+    rng = g if fresh else _own(1503)
+    # pools of one reply: every n is the reply's own score
+    single = (torch.randn(3, 1, generator=rng, dtype=F64) * 0.5).round(decimals=3)
+    add(
+        "pools_of_one_reply",
+        f"best_of_n_estimate on 3 pools of one reply each (scores = {_show(single.flatten())})",
+        _estimate_args(torch.randn(3, 1, generator=rng, dtype=F64), single),
+    )
+    # a pool whose proxy scores are all equal (every n: the pool's mean) beside one without ties
+    flat = _uniform(rng, -1, 1, 1).item()
+    proxy = torch.stack([torch.full((6,), flat, dtype=F64), _uniform(rng, -1, 1, 6)])
+    add(
+        "one_pool_all_tied",
+        f"best_of_n_estimate on 2 pools of 6, the first with every proxy score equal ({flat:g}): each n gives its mean",
+        _estimate_args(proxy, _uniform(rng, -1, 1, 2, 6)),
+    )
+    for dtype in DTYPES:  # runs of ties whose gold differs, at the bottom, middle and top of pools of 12
+        proxy, gold = _tied_pools(rng, 3, 12, 3)
+        add(
+            f"runs_of_ties_{_name(dtype)}",
+            f"best_of_n_estimate on 3 pools of 12 ({dtype}) with runs of 2 to 4 tied proxy scores, low to high, "
+            "the tied replies' gold different",
+            _estimate_args(proxy.to(dtype), gold.to(dtype)),
+        )
+    proxy, gold = _rule_reward_pool(rng, 4, 16)
+    add(
+        "rule_reward_gold",
+        "best_of_n_estimate on 4 pools of 16 as the pipeline scores them: a continuous proxy, the gold in "
+        "{-1, -1/3, 0, 1/3, 1}",
+        _estimate_args(proxy.to(F32), gold.to(F32)),
+    )
+    add(
+        "rule_reward_as_its_own_proxy",
+        "best_of_n_estimate on 4 pools of 16 picked by the gold itself (proxy_scores = scores, in {-1, -1/3, 0, 1/3, "
+        "1}: ties across the pool and across prompts)",
+        _estimate_args(gold.to(F32), gold.to(F32).clone()),
+    )
+    # N = 1024: C(1024, 512) is 4.5e306 and 1024! overflows float64; exact only in log space, in float64
+    proxy = torch.randn(1, 1024, generator=rng, dtype=F64)
+    add(
+        "pool_of_1024_float64",
+        "best_of_n_estimate on a pool of N = 1024 random replies (float64), every n from 1 to 1024",
+        _estimate_args(proxy, proxy * 0.5 + torch.randn(1, 1024, generator=rng, dtype=F64)),
+    )
+    proxy = (torch.randn(2, 1024, generator=rng, dtype=F64) * 2).round(decimals=1)  # many ties
+    add(
+        "pool_of_1024_float32_with_ties",
+        "best_of_n_estimate on 2 pools of N = 1024 (float32), proxy scores rounded to 0.1 (many ties)",
+        _estimate_args(proxy.to(F32), (proxy * 0.3 + torch.randn(2, 1024, generator=rng, dtype=F64)).to(F32)),
+    )
+    proxy, gold = _uniform(rng, -1, 1, 2, 8), _uniform(rng, -1, 1, 2, 8)
+    for proxy_dtype, dtype in ((F64, F32), (F32, F64)):
+        add(
+            f"proxy_{_name(proxy_dtype)}_scores_{_name(dtype)}",
+            f"best_of_n_estimate with {proxy_dtype} proxy_scores and {dtype} scores (the result has the scores' dtype)",
+            _estimate_args(proxy.to(proxy_dtype), gold.to(dtype), 6),
+        )
+    proxy, gold = _uniform(rng, -1, 1, 2, 5), _uniform(rng, -1, 1, 2, 5)
+    add("inputs_unmodified", "best_of_n_estimate", _estimate_args(proxy, gold), unmodified=True)
+    for dtype in DTYPES:
+        for rows, size, max_n in ((1, 2, None), (3, 5, 3), (4, 4, None), (5, 16, None), (2, 64, 10)):
+            proxy, gold = (torch.randn(rows, size, generator=rng, dtype=F64) for _ in range(2))
+            add(
+                f"random_{_name(dtype)}_B{rows}_N{size}" + (f"_max_n_{max_n}" if max_n else ""),
+                f"best_of_n_estimate on random {dtype} scores, B={rows}, N={size}"
+                + (f", max_n={max_n}" if max_n else ""),
+                _estimate_args(proxy.to(dtype), (proxy * 0.5 + gold).to(dtype), max_n),
+            )
+    return cases
+
+
+# --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
+
+
+def _checked(scores: torch.Tensor, max_n: int | None) -> int:
+    """max_n (None: N), refused below 1 or above N."""
+    pool = scores.shape[1]
+    max_n = pool if max_n is None else max_n
+    if not 1 <= max_n <= pool:
+        raise ValueError(f"max_n must be in 1..{pool}, got {max_n}")
+    return max_n
+
+
+def _log_choose(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """log C(a, b) of float tensors, through lgamma (as the key computes it)."""
+    return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
+
+
+def _log_factorials(top: int, dtype=torch.float64) -> torch.Tensor:
+    """(top + 1,): log k! for k = 0 ... top, in ``dtype``: C(a, b) from three look-ups, not three lgamma of a matrix
+    (a pool of 1024 then costs milliseconds, not 0.2 s)."""
+    return torch.lgamma(torch.arange(top + 1, dtype=dtype) + 1)
+
+
+def _log_c(a: torch.Tensor, b: torch.Tensor, log_fact: torch.Tensor) -> torch.Tensor:
+    """log C(a, b) for whole numbers a >= b >= 0 (integer tensors), from the table ``log_fact`` of log k!."""
+    return log_fact[a] - log_fact[b] - log_fact[a - b]
+
+
+def _tie_means(proxy: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """(B, N) float64: each reply's score replaced by the mean score of the replies of its prompt whose proxy score
+    equals its own."""
+    same = proxy[:, :, None] == proxy[:, None, :]  # (B, N, N)
+    return (same.to(torch.float64) @ scores.to(torch.float64)[:, :, None]).squeeze(2) / same.sum(dim=2)
+
+
+def _weights(pool: int, max_n: int, ranks: torch.Tensor | None = None, dtype=torch.float64) -> torch.Tensor:
+    """(max_n, N): C(i - 1, n - 1) / C(N, n) for the ranks i (1 ... N by default), in log space, in ``dtype``."""
+    i = torch.arange(1, pool + 1) if ranks is None else ranks.long()
+    n = torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool, dtype)
+    possible = i >= n
+    log_w = _log_c((i - 1).clamp(min=0), (n - 1).clamp(max=i - 1), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
+    return torch.exp(log_w).where(possible, 0.0)
+
+
+def _sorted_tie_means(proxy: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """(B, N) float64: the tie means, sorted by proxy score, smallest first."""
+    order = torch.argsort(proxy, dim=1, stable=True)
+    return _tie_means(proxy, scores).gather(1, order)
+
+
+def _exact_weights(pool: int) -> torch.Tensor:
+    """(N, N) float64: C(i - 1, n - 1) / C(N, n) from exact integers (C(i, n - 1) from C(i - 1, n - 1) by
+    * i / (i - n + 1)), each divided as Python ints, which rounds once."""
+    import math
+
+    rows = []
+    for n in range(1, pool + 1):
+        total, c, row = math.comb(pool, n), 1, [0.0] * (n - 1)
+        for i in range(n, pool + 1):  # c = C(i - 1, n - 1)
+            row.append(c / total)
+            c = c * i // (i - n + 1)
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+@right("best_of_n_estimate")
+def estimate_with_exact_integers(proxy_scores, scores, max_n=None):
+    """A Python loop over prompts: each pool's tie means, sorted, against the weights made of exact integers."""
+    max_n = _checked(scores, max_n)
+    rows = []
+    for p, s in zip(proxy_scores.tolist(), scores.tolist()):
+        runs: dict[float, list[float]] = {}
+        for value, score in zip(p, s):
+            runs.setdefault(value, []).append(score)
+        rows.append([sum(runs[value]) / len(runs[value]) for value in sorted(p)])
+    return (torch.tensor(rows, dtype=torch.float64) @ _exact_weights(scores.shape[1])[:max_n].T).to(scores.dtype)
+
+
+@right("best_of_n_estimate")
+def estimate_counted_from_the_top(proxy_scores, scores, max_n=None):
+    """Sorted largest first: the j-th largest is kept when the other n - 1 come from the N - j below it,
+    C(N - j, n - 1) / C(N, n); ties through torch.unique per prompt."""
+    max_n = _checked(scores, max_n)
+    batch, pool = scores.shape
+    tied = torch.empty(batch, pool, dtype=torch.float64)
+    for b in range(batch):
+        _, inverse = torch.unique(proxy_scores[b], return_inverse=True)
+        sums = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, scores[b].to(torch.float64))
+        counts = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, torch.ones(pool, dtype=torch.float64))
+        tied[b] = (sums / counts.clamp(min=1))[inverse]
+    order = torch.argsort(proxy_scores, dim=1, descending=True)
+    j = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
+    possible = pool - j >= n - 1
+    log_w = _log_choose((pool - j).clamp(min=0), n - 1).where(possible, 0.0) - _log_choose(
+        torch.tensor(float(pool), dtype=torch.float64), n
+    )
+    weights = torch.exp(log_w).where(possible, 0.0)
+    return (tied.gather(1, order) @ weights.T).to(scores.dtype)
+
+
+@right("best_of_n_estimate")
+def estimate_recurrence_in_n_tied_weights_shared(proxy_scores, scores, max_n=None):
+    """P_1(i) = 1/N and P_(n+1)(i) = P_n(i) (i - n)(n + 1) / (n (N - n)), in float64; tied replies share their run's
+    weights evenly (the same sum as sharing their scores)."""
+    max_n = _checked(scores, max_n)
+    batch, pool = scores.shape
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    rows, p = [], torch.full((pool,), 1.0 / pool, dtype=torch.float64)
+    for n in range(1, max_n + 1):
+        rows.append(p)
+        if n < pool:
+            p = p * (i - n).clamp(min=0) * (n + 1) / (n * (pool - n))
+    weights = torch.stack(rows)  # (max_n, N)
+    order = torch.argsort(proxy_scores, dim=1)
+    ranked_proxy = proxy_scores.gather(1, order)
+    ranked_scores = scores.gather(1, order).to(torch.float64)
+    same = ranked_proxy[:, :, None] == ranked_proxy[:, None, :]  # (B, N, N): same run of ties
+    shared = (same.to(torch.float64) @ weights.T[None]) / same.sum(dim=2, keepdim=True)  # (B, N, max_n)
+    return (ranked_scores[:, None, :] @ shared).squeeze(1).to(scores.dtype)
+
+
+@right("best_of_n_estimate")
+def estimate_weights_normalised_by_their_sum(proxy_scores, scores, max_n=None):
+    """C(i - 1, n - 1) over its sum for i = n ... N (the hockey-stick identity: the sum is C(N, n))."""
+    max_n = _checked(scores, max_n)
+    pool = scores.shape[1]
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
+    log_w = _log_choose(i - 1, n - 1).where(i >= n, -torch.inf)
+    weights = torch.softmax(log_w, dim=1)
+    return (_sorted_tie_means(proxy_scores, scores) @ weights.T).to(scores.dtype)
+
+
+def _estimate(proxy_scores, scores, max_n, ranked=None, weights=None):
+    """The key's estimate with one step replaced: ``ranked`` (B, N) the float64 scores as the weights meet them
+    (default: tie means sorted by proxy), ``weights`` (max_n, N) (default: the right ones)."""
+    max_n = _checked(scores, max_n)
+    ranked = _sorted_tie_means(proxy_scores, scores) if ranked is None else ranked
+    weights = _weights(scores.shape[1], max_n) if weights is None else weights
+    return (ranked @ weights.T).to(scores.dtype)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "sorted the wrong way: best-of-n keeps the reply with the HIGHEST proxy score; sort smallest first, so that the "
+    "i-th smallest is kept with probability C(i - 1, n - 1) / C(N, n) (the estimate then rises with n on the proxy)",
+)
+def estimate_sorted_descending(proxy_scores, scores, max_n=None):
+    order = torch.argsort(proxy_scores, dim=1, descending=True, stable=True)
+    return _estimate(proxy_scores, scores, max_n, _tie_means(proxy_scores, scores).gather(1, order))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "drawn with replacement ((i/N)^n - ((i - 1)/N)^n); best-of-n draws n DIFFERENT replies of the pool: the i-th "
+    "smallest is kept with probability C(i - 1, n - 1) / C(N, n)",
+)
+def estimate_with_replacement(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    pool = scores.shape[1]
+    i = torch.arange(1, pool + 1, dtype=torch.float64)
+    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
+    return _estimate(proxy_scores, scores, max_n, weights=(i / pool) ** n - ((i - 1) / pool) ** n)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "the pool taken in its own order, not sorted: rank the replies by their proxy score, smallest first, before "
+    "weighting",
+)
+def estimate_not_sorted(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n, _tie_means(proxy_scores, scores))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "sorted the scores themselves: the order comes from proxy_scores (the reward model picks the winner), then "
+    "each reply's OWN score (the gold) is weighted",
+)
+def estimate_sorts_the_scores(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n, scores.to(torch.float64).sort(dim=1).values)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "the proxy's own curve: weight `scores` (the score to report, e.g. the gold), not proxy_scores",
+)
+def estimate_reports_the_proxy(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n, _sorted_tie_means(proxy_scores, proxy_scores))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "ties ignored: tied proxy scores were ranked in the order of the pool; replies whose proxy scores are equal are "
+    "kept with the same chance, so each counts with the mean score of its tie",
+)
+def estimate_ties_ignored(proxy_scores, scores, max_n=None):
+    order = torch.argsort(proxy_scores, dim=1, stable=True)
+    return _estimate(proxy_scores, scores, max_n, scores.to(torch.float64).gather(1, order))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "ties counted as all winning: each tied reply got the rank of the highest of its tie (the weights then sum to "
+    "more than 1); tied replies share their chances: give each the mean score of its tie",
+)
+def estimate_ties_all_win(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    ranks = (proxy_scores[:, None, :] <= proxy_scores[:, :, None]).sum(dim=2)  # (B, N): replies at or below it
+    weights = torch.stack([_weights(scores.shape[1], max_n, r) for r in ranks])  # (B, max_n, N)
+    return (weights @ scores.to(torch.float64)[:, :, None]).squeeze(2).to(scores.dtype)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "ties counted as all losing: each tied reply got the rank of the lowest of its tie (the weights then sum to "
+    "less than 1); tied replies share their chances: give each the mean score of its tie",
+)
+def estimate_ties_all_lose(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    ranks = (proxy_scores[:, None, :] < proxy_scores[:, :, None]).sum(dim=2) + 1  # (B, N)
+    weights = torch.stack([_weights(scores.shape[1], max_n, r) for r in ranks])
+    return (weights @ scores.to(torch.float64)[:, :, None]).squeeze(2).to(scores.dtype)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "tied replies averaged across prompts: a tie is between replies of the SAME prompt's pool (their proxy scores "
+    "equal); another prompt's replies are not in it",
+)
+def estimate_ties_across_prompts(proxy_scores, scores, max_n=None):
+    flat_p, flat_s = proxy_scores.reshape(1, -1), scores.reshape(1, -1)
+    tied = _tie_means(flat_p, flat_s).view(scores.shape)
+    order = torch.argsort(proxy_scores, dim=1, stable=True)
+    return _estimate(proxy_scores, scores, max_n, tied.gather(1, order))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "weights off by one: C(i, n - 1) / C(N, n); the i-th smallest is kept when the other n - 1 drawn are among the "
+    "i - 1 below it: C(i - 1, n - 1) / C(N, n)",
+)
+def estimate_weights_c_i(proxy_scores, scores, max_n=None):
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    log_w = _log_c(i, (n - 1).clamp(max=i), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
+    return _estimate(proxy_scores, scores, max_n, weights=torch.exp(log_w).where(i >= n - 1, 0.0))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "weights off by one: C(i - 1, n) / C(N, n); the other n - 1 replies drawn (not n) come from the i - 1 below the "
+    "kept one: C(i - 1, n - 1) / C(N, n)",
+)
+def estimate_weights_c_i_minus_1_n(proxy_scores, scores, max_n=None):
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    log_w = _log_c(i - 1, n.clamp(max=i - 1), log_fact) - _log_c(torch.tensor(pool), n, log_fact)
+    return _estimate(proxy_scores, scores, max_n, weights=torch.exp(log_w).where(i - 1 >= n, 0.0))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "C(N, n) through factorials in floating point: 1024! overflows (inf / inf = NaN); compute the weights in log "
+    "space, lgamma(N + 1) - lgamma(n + 1) - lgamma(N - n + 1), and exp() only their difference",
+)
+def estimate_factorials_in_floating_point(proxy_scores, scores, max_n=None):
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    fact = torch.exp(_log_factorials(pool))  # k!, inf from 171! on
+    a, b = i - 1, (n - 1).clamp(max=i - 1)
+    weights = fact[a] / (fact[b] * fact[a - b]) / (fact[pool] / (fact[n] * fact[pool - n]))
+    return _estimate(proxy_scores, scores, max_n, weights=weights.where(i >= n, 0.0))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "C(i - 1, n - 1) and C(N, n) as float32 numbers overflow past 3.4e38 (N = 1024 gives inf / inf = NaN); compute "
+    "the weights in log space, in float64",
+)
+def estimate_choose_in_float32(proxy_scores, scores, max_n=None):
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    i, n = torch.arange(1, pool + 1), torch.arange(1, max_n + 1)[:, None]
+    log_fact = _log_factorials(pool)
+    table = torch.exp(_log_c(i - 1, (n - 1).clamp(max=i - 1), log_fact)).where(i >= n, 0.0).to(scores.dtype)
+    totals = torch.exp(_log_c(torch.tensor(pool), n, log_fact)).to(scores.dtype)  # C(N, n), rounded as table
+    ranked = _sorted_tie_means(proxy_scores, scores).to(scores.dtype)
+    return ranked @ (table / totals).T
+
+
+@wrong(
+    "best_of_n_estimate",
+    "log-weights in float32 are up to 1e-3 off at N = 1024 (lgamma(1025) is 6078, to float32's 5e-4); compute "
+    "them in float64 whatever the scores' dtype",
+)
+def estimate_log_weights_in_the_scores_dtype(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    weights = _weights(scores.shape[1], max_n, dtype=scores.dtype)
+    return _sorted_tie_means(proxy_scores, scores).to(scores.dtype) @ weights.T
+
+
+@wrong("best_of_n_estimate", "wrong output shape")
+def estimate_mean_over_prompts(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n).mean(dim=0)
+
+
+@wrong("best_of_n_estimate", "instead of raising ValueError")
+def estimate_max_n_above_n_not_refused(proxy_scores, scores, max_n=None):
+    pool = scores.shape[1]
+    if max_n is not None and max_n < 1:
+        raise ValueError(max_n)
+    return _estimate(proxy_scores, scores, None if max_n is None else min(max_n, pool))
+
+
+@wrong("best_of_n_estimate", "instead of raising ValueError")
+def estimate_max_n_below_1_not_refused(proxy_scores, scores, max_n=None):
+    if max_n is not None and max_n < 1:
+        return scores[:, :0].clone()
+    return _estimate(proxy_scores, scores, max_n)
+
+
+@wrong("best_of_n_estimate", "returned dtype torch.float64, expected torch.float32")
+def estimate_in_float64(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n).to(torch.float64)
+
+
+# ================ ensemble_reward (TASKS.md §15.5) ==================================================================
+
+# --- its cases
+
+# TASKS.md §15.5: k = 3 reward models, B = 4 replies. They agree on reply 3 (0.3 each), disagree most on reply 2.
+BOOK_ENSEMBLE = [[0.2, -0.5, 1.0, 0.3], [0.4, -0.1, -1.0, 0.3], [0.0, -0.3, 0.5, 0.3]]
+MODES = ("mean", "min", "uwo")
+
+
+def _ensemble_args(scores, mode) -> list:
+    return [("scores", scores), ("mode", mode)]
+
+
+def _fresh_ensemble_book(g: torch.Generator) -> torch.Tensor:
+    """A fresh variant of the §15.5 scores: 3 models x 4 replies, one reply they agree on, in another column."""
+    scores = _uniform(g, -1, 1, 3, 4)
+    scores[:, int(torch.randint(0, 4, (), generator=g))] = _uniform(g, -1, 1, 1).item()
+    return scores
+
+
+def _distinct_columns(g: torch.Generator, k: int, replies: int, dtype=F64) -> torch.Tensor:
+    """(k, replies) scores whose k values differ clearly in every column (a minimum with one argument: its gradient
+    goes to that one score, whatever min the function uses)."""
+    base = torch.stack([_perm(g, k) for _ in range(replies)], dim=1).to(F64) * 0.4
+    return (base + _uniform(g, -0.15, 0.15, k, replies) + _uniform(g, -1, 1, 1, replies)).to(dtype)
+
+
+@cases_of("ensemble_reward")
+def ensemble_reward_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "ensemble_reward", fresh)
+    scores, example = torch.tensor(BOOK_ENSEMBLE), f"the §15.5 example (scores = {BOOK_ENSEMBLE}"
+    if fresh:
+        scores = _fresh_ensemble_book(g).to(F32)
+        example = f"a fresh variant of the §15.5 example (scores = {_show(scores)}"
+    for mode in MODES:
+        add(
+            f"book_example_{mode}",
+            f"ensemble_reward on {example}, mode={mode!r}"
+            + (", uncertainty_coef left at its default 0.5)" if mode == "uwo" else ")"),
+            _ensemble_args(scores, mode),
+            book="§15.5",
+        )
+    rng = g if fresh else _own(1505)
+    for mode in MODES:
+        scores = _distinct_columns(rng, 3, 5)
+        grads = _grads_of(key.best_of_n.ensemble_reward, _ensemble_args(scores, mode), ["scores"])
+        add(
+            f"gradient_{mode}",
+            f"ensemble_reward on 3 x 5 scores, mode={mode!r}: its gradient w.r.t. scores",
+            _ensemble_args(scores, mode),
+            grads={"scores": _grad(grads["scores"])},
+        )
+    scores = _distinct_columns(rng, 4, 6)
+    for name, coefficient in (("0", 0.0), ("large", 2.0 if not fresh else _uniform(g, 1.1, 3, 1).item())):
+        add(
+            f"uwo_coefficient_{name}",
+            f"ensemble_reward on 4 x 6 scores, mode='uwo', uncertainty_coef={coefficient:g}",
+            _ensemble_args(scores, "uwo"),
+            kwargs={"uncertainty_coef": coefficient},
+        )
+    for k in (2, 5):
+        scores = _distinct_columns(rng, k, 7)
+        for mode in MODES:
+            add(f"k{k}_{mode}", f"ensemble_reward on {k} x 7 scores, mode={mode!r}", _ensemble_args(scores, mode))
+    square = _distinct_columns(rng, 3, 3)
+    for mode in MODES:  # k = B: a reduction over the replies (dim 1) has the right shape, only its values tell
+        add(
+            f"square_{mode}",
+            f"ensemble_reward on 3 models x 3 replies (k = B), mode={mode!r}",
+            _ensemble_args(square, mode),
+        )
+    one = _uniform(rng, -1, 1, 1, 5)
+    for mode in ("mean", "min"):
+        add(f"one_model_{mode}", f"ensemble_reward on one model's scores, mode={mode!r}", _ensemble_args(one, mode))
+    add(
+        "one_model_uwo_raises",
+        "ensemble_reward on one model's scores, mode='uwo' (one model has no variance: raise ValueError)",
+        _ensemble_args(one, "uwo"),
+        raises="ValueError",
+    )
+    unknown = (
+        ("max", "Mean") if not fresh else (("median", "MIN"), ("sum", "Uwo"))[int(torch.randint(0, 2, (), generator=g))]
+    )
+    for mode in unknown:
+        add(
+            f"unknown_mode_{mode.lower()}_raises",
+            f"ensemble_reward with mode={mode!r} (not 'mean', 'min' or 'uwo': raise ValueError)",
+            _ensemble_args(_distinct_columns(rng, 3, 4), mode),
+            raises="ValueError",
+        )
+    tied = _uniform(rng, -1, 1, 3, 4)
+    tied[1, 2] = tied[0, 2] = tied[:, 2].min()  # two models share the minimum of reply 2
+    add(
+        "tied_minimum",
+        "ensemble_reward with two models tied at a reply's minimum, mode='min'",
+        _ensemble_args(tied, "min"),
+    )
+    add("inputs_unmodified", "ensemble_reward", _ensemble_args(_distinct_columns(rng, 3, 4), "uwo"), unmodified=True)
+    for dtype in DTYPES:
+        for k, replies in ((3, 1), (4, 16), (8, 64)):
+            for mode in MODES:
+                scores = torch.randn(k, replies, generator=rng, dtype=F64)
+                add(
+                    f"random_{_name(dtype)}_k{k}_B{replies}_{mode}",
+                    f"ensemble_reward on random {dtype} scores, k={k}, B={replies}, mode={mode!r}",
+                    _ensemble_args(scores.to(dtype), mode),
+                )
+    return cases
+
+
+# --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
+
+
+@right("ensemble_reward")
+def ensemble_written_out(scores, mode, uncertainty_coef=0.5):
+    k = scores.shape[0]
+    mean = scores.sum(dim=0) / k
+    if mode == "mean":
+        return mean
+    if mode == "min":
+        return scores.amin(dim=0)
+    if mode == "uwo":
+        if k < 2:
+            raise ValueError("uwo needs two models at least")
+        return mean - uncertainty_coef * ((scores - mean) ** 2).sum(dim=0) / (k - 1)
+    raise ValueError(f"unknown mode {mode}")
+
+
+@right("ensemble_reward")
+def ensemble_var_mean(scores, mode, uncertainty_coef=0.5):
+    if mode not in ("mean", "min", "uwo"):
+        raise ValueError(mode)
+    if mode == "min":
+        return torch.sort(scores, dim=0).values[0]
+    if mode == "uwo" and scores.shape[0] == 1:
+        raise ValueError("one model")
+    var, mean = torch.var_mean(scores, dim=0) if mode == "uwo" else (None, scores.mean(0))
+    return mean if mode == "mean" else mean - uncertainty_coef * var
+
+
+@right("ensemble_reward")
+def ensemble_squared_std(scores, mode, uncertainty_coef=0.5):
+    if mode == "uwo" and len(scores) > 1:
+        return scores.mean(dim=0) - uncertainty_coef * scores.std(dim=0) ** 2
+    if mode in ("mean", "min"):
+        return scores.mean(dim=0) if mode == "mean" else torch.min(scores, dim=0)[0]
+    raise ValueError(f"mode {mode!r} with {len(scores)} models")
+
+
+def _ensemble(scores, mode, uncertainty_coef=0.5, *, var=None, dim=0, minimum=None):
+    """The key's ensemble with one step replaced: ``var`` (scores -> (B,) the variance), the dimension reduced,
+    ``minimum`` (scores -> (B,))."""
+    if mode == "mean":
+        return scores.mean(dim=dim)
+    if mode == "min":
+        return scores.min(dim=dim).values if minimum is None else minimum(scores)
+    if mode == "uwo":
+        if scores.shape[0] < 2:
+            raise ValueError("uwo needs k >= 2")
+        return scores.mean(dim=dim) - uncertainty_coef * (scores.var(dim=dim) if var is None else var(scores))
+    raise ValueError(mode)
+
+
+@wrong(
+    "ensemble_reward",
+    "reduced over dim=1, the replies; scores is (k, B): combine the k models, dim=0, one value per reply",
+)
+def ensemble_over_dim_1(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, dim=1)
+
+
+@wrong(
+    "ensemble_reward",
+    "the variance over every score of the tensor; uwo subtracts each reply's own variance over the k models "
+    "(scores.var(dim=0))",
+)
+def ensemble_variance_of_everything(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.var())
+
+
+@wrong(
+    "ensemble_reward",
+    "the variance divided by k (correction=0); use the unbiased one, divided by k - 1 (torch.var's default)",
+)
+def ensemble_biased_variance(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.var(dim=0, correction=0))
+
+
+@wrong(
+    "ensemble_reward",
+    "the standard deviation instead of the variance: uwo is mean - uncertainty_coef * variance (std squared)",
+)
+def ensemble_std_not_variance(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.std(dim=0))
+
+
+@wrong(
+    "ensemble_reward",
+    "the variance added; uwo SUBTRACTS it (mean - uncertainty_coef * variance): the models' disagreement lowers "
+    "the reward",
+)
+def ensemble_adds_the_variance(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: -s.var(dim=0))
+
+
+@wrong(
+    "ensemble_reward",
+    "max instead of min: worst-case optimisation takes the SMALLEST of the k scores",
+)
+def ensemble_max_for_min(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, minimum=lambda s: s.max(dim=0).values)
+
+
+@wrong(
+    "ensemble_reward",
+    "the sum of the k scores; mode 'mean' is their mean",
+)
+def ensemble_sum_for_mean(scores, mode, uncertainty_coef=0.5):
+    if mode == "mean":
+        return scores.sum(dim=0)
+    return _ensemble(scores, mode, uncertainty_coef)
+
+
+@wrong(
+    "ensemble_reward",
+    "uncertainty_coef's default changed: it is 0.5",
+    defaults={"uncertainty_coef": 1.0},
+)
+def ensemble_default_coefficient_1(scores, mode, uncertainty_coef=1.0):
+    return _ensemble(scores, mode, uncertainty_coef)
+
+
+@wrong("ensemble_reward", "returned min, expected a torch.Tensor")
+def ensemble_min_values_and_indices(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, minimum=lambda s: s.min(dim=0))
+
+
+@wrong("ensemble_reward", "instead of raising ValueError")
+def ensemble_unknown_mode_as_mean(scores, mode, uncertainty_coef=0.5):
+    if mode in ("min", "uwo"):
+        return _ensemble(scores, mode, uncertainty_coef)
+    return scores.mean(dim=0)
+
+
+@wrong("ensemble_reward", "instead of raising ValueError")
+def ensemble_uwo_of_one_model(scores, mode, uncertainty_coef=0.5):
+    if mode == "uwo":
+        return scores.mean(dim=0) - uncertainty_coef * scores.var(dim=0)  # NaN for one model
+    return _ensemble(scores, mode, uncertainty_coef)
+
+
+@wrong("ensemble_reward", "the result carries no gradient to scores")
+def ensemble_detached(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores.detach(), mode, uncertainty_coef)
