@@ -214,7 +214,7 @@ class TrainConfig(Settings):
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
     )
-    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a folder with ppo.py, grpo.py (and token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py, best_of_n.py), a copy of rlhf_practice/rl/."""
+    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a copy of that folder: ppo.py and grpo.py, and each later task's file (token_level.py ... best_of_n.py) for its own runs."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
