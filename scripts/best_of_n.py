@@ -36,6 +36,7 @@ from overoptimization import (
     ENSEMBLE_PAIRS,
     GOLD,
     PAIR_COUNTS,
+    REWARD_MODEL_MINUTES,
     UWO_COEF,
     ensemble_members,
     fit_gao,
@@ -47,6 +48,9 @@ POOL_PROMPTS, POOL_REPLIES, POOL_SEED = 256, 1024, 0  # the pool: prompts x repl
 POOL_CHUNK = 4  # prompts per sampling call (x POOL_REPLIES rows)
 SCORE_BATCH = 4096  # rows per reward-model forward
 BOOTSTRAP = 1000
+# Minutes on our idle 2-core machine at one thread, for the time printed up front: sampling the pool (once),
+# scoring it with one reward model (once per model; kept beside it).
+POOL_MINUTES, SCORE_MINUTES = 8.0, 1.2
 COLUMNS = [
     "RM held-out accuracy",
     "gold at n=1",
@@ -218,6 +222,16 @@ def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, row
     labels = [f"RM on {p} pairs" for p in PAIR_COUNTS]
     labels += [f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {mode}" for mode in ("mean", "min", "uwo")]
     wanted = [label for label in labels if not rows or any(text in label for text in rows)]
+    ensemble = any("ensemble" in label for label in wanted)
+    models = len({p for p in PAIR_COUNTS if f"RM on {p} pairs" in wanted} | ({ENSEMBLE_PAIRS} if ensemble else set()))
+    models += (ENSEMBLE_K - 1) * ensemble
+    minutes = POOL_MINUTES + len(seeds) * models * (SCORE_MINUTES + REWARD_MODEL_MINUTES)
+    print(
+        f"best_of_n: a pool of {POOL_PROMPTS} x {POOL_REPLIES} replies, {len(seeds) * models} reward models scoring it: "
+        f"about {minutes:.0f} minutes on a 2-core machine (less with the pool and reward models of an earlier run "
+        f"in {out})",
+        file=sys.stderr,
+    )
     pool = sample_pool(out)
     index, gold = pool["index"], pool["gold"][pool["index"]]  # (B, N)
     results: dict[str, list[dict]] = {label: [] for label in wanted}

@@ -743,6 +743,11 @@ def main() -> None:
         run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
         return
     if args.experiment in REWARD_MODEL:
+        if args.experiment in ("best_of_n", "overoptimization") and "OMP_NUM_THREADS" not in os.environ:
+            # Task 15's figures do not depend on the machine's thread count: every run, and the pool, on one
+            # thread (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.
+            os.environ["OMP_NUM_THREADS"] = "1"
+            torch.set_num_threads(1)
         if args.experiment in overoptimization.GRIDS:
             columns, table = overoptimization.overoptimization(
                 args.seeds, args.impl, args.extra, args.out, args.rows, args.experiment

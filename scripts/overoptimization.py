@@ -49,6 +49,9 @@ UWO_COEF = "0.5"  # --reward_uncertainty_coef of the uwo ensemble
 MEMBER_SEED = 1000  # member j (1 ... K - 1) of seed s's ensemble is trained with --seed MEMBER_SEED * j + s
 POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
+# Minutes on our idle 2-core machine at one thread, for the time printed up front: one reward model (its pairs
+# included), one PPO run of POLICY_STEPS token-level steps.
+REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 1.6
 MANY = 1024  # rm_vs_dpo's reward model
 PPO_STEPS = 100  # rm_vs_dpo's PPO
 # (label, pairs or "ensemble", PPO flags) of task 15's grid, against GOLD
@@ -206,7 +209,7 @@ def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
 def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> dict[str, float]:
     """The figures of one run's smoothed curves (see the module docstring)."""
     peak = max(range(len(c["gold"])), key=c["gold"].__getitem__)
-    start, gold_end, proxy_end = c["gold"][SMOOTH - 1], final(c["gold"]), final(c["proxy"])
+    start, gold_end, proxy_end = c["gold"][min(SMOOTH, len(c["gold"])) - 1], final(c["gold"]), final(c["proxy"])
     rise, fall = c["gold"][peak] - start, c["gold"][peak] - gold_end
     return {
         "RM held-out accuracy": rm_accuracy,
@@ -236,6 +239,15 @@ def overoptimization(
     curves into ``out``; return its table."""
     gold, grid = GRIDS[name]
     wanted = [row for row in grid if not rows or any(text in row[0] for text in rows)]
+    ensemble = any(p == "ensemble" for _, p, _ in wanted)
+    models = len({p for _, p, _ in wanted if p != "ensemble"} | ({ENSEMBLE_PAIRS} if ensemble else set()))
+    models += (ENSEMBLE_K - 1) * ensemble
+    minutes = len(seeds) * (len(wanted) * PPO_MINUTES + models * REWARD_MODEL_MINUTES)
+    print(
+        f"{name}: {len(seeds) * len(wanted)} PPO runs of {POLICY_STEPS} steps and their reward models: about "
+        f"{minutes:.0f} minutes on a 2-core machine (less with the reward models of an earlier run in {out})",
+        file=sys.stderr,
+    )
     figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
     drawn: dict[str, list[dict[str, list[float]]]] = {label: [] for label, _, _ in wanted}
     out.mkdir(parents=True, exist_ok=True)
@@ -285,8 +297,8 @@ def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list
     for ax, (label, runs) in zip(axes.flat, drawn.items()):
         right = ax.twinx()
         d = [x for c in runs for x in c["sqrt_kl"]]
-        gain = [g - c["gold"][SMOOTH - 1] for c in runs for g in c["gold"]]
-        start = sum(c["gold"][SMOOTH - 1] for c in runs) / len(runs)
+        gain = [g - c["gold"][min(SMOOTH, len(c["gold"])) - 1] for c in runs for g in c["gold"]]
+        start = sum(c["gold"][min(SMOOTH, len(c["gold"])) - 1] for c in runs) / len(runs)
         for i, c in enumerate(runs):
             ax.plot(c["sqrt_kl"], c["gold"], "-", color="C0", alpha=0.6, label="gold (reward/gold)" if i == 0 else None)
             right.plot(
