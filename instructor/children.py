@@ -16,7 +16,8 @@ no script folder, no PYTHONPATH), and the instructor wing is neither installed n
 visible (it holds the case generator and the catalog of mistakes). So the program is a file of the tree,
 read-only in the sandbox, run by its path; it imports nothing of ``instructor``, puts TREE first on its
 ``sys.path`` and imports ``rlhf_practice`` from there: the package copy, the submission's files in its
-``rl/`` (the judge's: none), the only code the child can import besides the interpreter's packages.
+``rl/`` (the judge's: none), and the other programs as plain modules (the judge draws gate/best_of_n's pool
+with ``gate_child``'s function), the only code the child can import besides the interpreter's packages.
 
 Both the grader (:mod:`instructor.grading`, the cases) and the outcome gates (:mod:`instructor.gate`,
 the training and the judge) start their children through :func:`run_child`: same limits, same

@@ -477,36 +477,44 @@ def _exact_weights(pool: int) -> torch.Tensor:
 @right("best_of_n_estimate")
 def estimate_with_exact_integers(proxy_scores, scores, max_n=None):
     """A Python loop over prompts: each pool's tie means, sorted, against the weights made of exact integers."""
-    max_n = _checked(scores, max_n)
+    pool = scores.shape[1]
+    if max_n is None:
+        max_n = pool
+    if max_n < 1 or max_n > pool:
+        raise ValueError(f"max_n = {max_n} is not in 1 ... {pool}")
     rows = []
     for p, s in zip(proxy_scores.tolist(), scores.tolist()):
         runs: dict[float, list[float]] = {}
         for value, score in zip(p, s):
             runs.setdefault(value, []).append(score)
         rows.append([sum(runs[value]) / len(runs[value]) for value in sorted(p)])
-    return (torch.tensor(rows, dtype=torch.float64) @ _exact_weights(scores.shape[1])[:max_n].T).to(scores.dtype)
+    return (torch.tensor(rows, dtype=torch.float64) @ _exact_weights(pool)[:max_n].T).to(scores.dtype)
 
 
 @right("best_of_n_estimate")
 def estimate_counted_from_the_top(proxy_scores, scores, max_n=None):
     """Sorted largest first: the j-th largest is kept when the other n - 1 come from the N - j below it,
     C(N - j, n - 1) / C(N, n); ties through torch.unique per prompt."""
-    max_n = _checked(scores, max_n)
     batch, pool = scores.shape
+    top_n = pool if max_n is None else max_n
+    if not 0 < top_n <= pool:
+        raise ValueError("max_n out of range")
     tied = torch.empty(batch, pool, dtype=torch.float64)
     for b in range(batch):
         _, inverse = torch.unique(proxy_scores[b], return_inverse=True)
         sums = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, scores[b].to(torch.float64))
-        counts = torch.zeros(pool, dtype=torch.float64).index_add_(0, inverse, torch.ones(pool, dtype=torch.float64))
+        counts = torch.bincount(inverse, minlength=pool).to(torch.float64)
         tied[b] = (sums / counts.clamp(min=1))[inverse]
     order = torch.argsort(proxy_scores, dim=1, descending=True)
-    j = torch.arange(1, pool + 1, dtype=torch.float64)
-    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
-    possible = pool - j >= n - 1
-    log_w = _log_choose((pool - j).clamp(min=0), n - 1).where(possible, 0.0) - _log_choose(
-        torch.tensor(float(pool), dtype=torch.float64), n
+    below = pool - torch.arange(1, pool + 1, dtype=torch.float64)  # N - j
+    drawn = torch.arange(top_n, dtype=torch.float64)[:, None]  # n - 1
+    log_total = (
+        torch.lgamma(torch.tensor(pool + 1.0, dtype=torch.float64))
+        - torch.lgamma(drawn + 2)
+        - torch.lgamma(pool - drawn)
     )
-    weights = torch.exp(log_w).where(possible, 0.0)
+    log_ways = torch.lgamma(below + 1) - torch.lgamma(drawn + 1) - torch.lgamma((below - drawn).clamp(min=0) + 1)
+    weights = torch.where(below >= drawn, torch.exp(log_ways - log_total), torch.zeros(()))
     return (tied.gather(1, order) @ weights.T).to(scores.dtype)
 
 
@@ -514,11 +522,13 @@ def estimate_counted_from_the_top(proxy_scores, scores, max_n=None):
 def estimate_recurrence_in_n_tied_weights_shared(proxy_scores, scores, max_n=None):
     """P_1(i) = 1/N and P_(n+1)(i) = P_n(i) (i - n)(n + 1) / (n (N - n)), in float64; tied replies share their run's
     weights evenly (the same sum as sharing their scores)."""
-    max_n = _checked(scores, max_n)
     batch, pool = scores.shape
+    last = max_n or pool
+    if max_n is not None and not 1 <= max_n <= pool:
+        raise ValueError(f"need 1 <= max_n <= {pool}")
     i = torch.arange(1, pool + 1, dtype=torch.float64)
     rows, p = [], torch.full((pool,), 1.0 / pool, dtype=torch.float64)
-    for n in range(1, max_n + 1):
+    for n in range(1, last + 1):
         rows.append(p)
         if n < pool:
             p = p * (i - n).clamp(min=0) * (n + 1) / (n * (pool - n))
@@ -533,14 +543,23 @@ def estimate_recurrence_in_n_tied_weights_shared(proxy_scores, scores, max_n=Non
 
 @right("best_of_n_estimate")
 def estimate_weights_normalised_by_their_sum(proxy_scores, scores, max_n=None):
-    """C(i - 1, n - 1) over its sum for i = n ... N (the hockey-stick identity: the sum is C(N, n))."""
-    max_n = _checked(scores, max_n)
-    pool = scores.shape[1]
-    i = torch.arange(1, pool + 1, dtype=torch.float64)
-    n = torch.arange(1, max_n + 1, dtype=torch.float64)[:, None]
-    log_w = _log_choose(i - 1, n - 1).where(i >= n, -torch.inf)
-    weights = torch.softmax(log_w, dim=1)
-    return (_sorted_tie_means(proxy_scores, scores) @ weights.T).to(scores.dtype)
+    """C(i - 1, n - 1) over its sum for i = n ... N (the hockey-stick identity: the sum is C(N, n)); a tie's replies
+    get the mean of their scores through a loop over the distinct proxy scores."""
+    size = scores.size(1)
+    max_n = size if max_n is None else int(max_n)
+    if max_n not in range(1, size + 1):
+        raise ValueError(max_n)
+    means = scores.to(torch.float64).clone()
+    for row in range(scores.size(0)):
+        for value in proxy_scores[row].unique():
+            tie = proxy_scores[row] == value
+            means[row, tie] = means[row, tie].mean()
+    means = means.gather(1, proxy_scores.argsort(dim=1))
+    rank = torch.arange(size, dtype=torch.float64)  # i - 1
+    k = torch.arange(max_n, dtype=torch.float64).unsqueeze(1)  # n - 1
+    log_c = torch.lgamma(rank + 1) - torch.lgamma(k + 1) - torch.lgamma((rank - k).clamp(min=0) + 1)
+    weights = torch.softmax(log_c.masked_fill(rank < k, float("-inf")), dim=1)
+    return (means @ weights.T).to(scores.dtype)
 
 
 def _estimate(proxy_scores, scores, max_n, ranked=None, weights=None):

@@ -31,13 +31,15 @@ def test_a_circle_through_a_function_level_import_is_found() -> None:
 
 
 def test_the_child_programs_import_only_the_standard_library_torch_and_the_package() -> None:
-    """They run from a grading tree (instructor.children), where no module of the wing is: the sandbox setup
-    before the new root, with the standard library alone (-S)."""
+    """They run from a grading tree (instructor.children), where no module of the wing is but the programs
+    themselves, each a plain module beside the package (the judge draws gate/best_of_n's pool with gate_child's
+    function): the sandbox setup before the new root, with the standard library alone (-S)."""
+    programs = [name.removesuffix(".py") for name in PROGRAMS]
     for name in PROGRAMS:
         outside = {
             m
             for m in imports(WING / name)
-            if m.split(".")[0] not in (*sys.stdlib_module_names, "torch", "rlhf_practice")
+            if m.split(".")[0] not in (*sys.stdlib_module_names, "torch", "rlhf_practice", *programs)
         }
         assert not outside, f"instructor/{name} imports {sorted(outside)}: a grading child cannot"
     outside = {m for m in imports(WING / "sandbox_setup.py") if m.split(".")[0] not in sys.stdlib_module_names}
