@@ -15,8 +15,8 @@ to each seed's mean curve by least squares.
 
 Columns (median [min, max] over seeds): the model's held-out pair accuracy; "gold at n=1" (the pool's mean
 gold); the gold's peak over n and the n and d where it peaks; the gold at n = N and the fall from the peak;
-"fall CI excludes 0" counts the seeds whose fall's bootstrap 95 % interval (prompts resampled BOOTSTRAP
-times) lies above 0; the proxy at n = N; the fitted alpha, beta, R^2 and the d of the fitted peak alpha / (2
+"fall CI excludes 0" counts the seeds whose fall (from the n of the peak to n = N) has a bootstrap 95 %
+interval (prompts resampled BOOTSTRAP times) above 0; the proxy at n = N; the fitted alpha, beta, R^2 and the d of the fitted peak alpha / (2
 beta). The curves (mean over seeds, fitted curves dashed) go to --out/best_of_n.png.
 """
 
@@ -172,16 +172,17 @@ def score_pool(pool: dict, folder: Path, impl: ModuleType) -> torch.Tensor:
     return (scores - mean) / std
 
 
-def bootstrap_fall(per_prompt: torch.Tensor, generator: torch.Generator) -> tuple[float, float]:
-    """The 95 % interval of the fall (peak of the mean curve minus its last value) over BOOTSTRAP resamplings
-    of the prompts; ``per_prompt`` (B, N) holds each prompt's curve."""
+def bootstrap_fall(per_prompt: torch.Tensor, peak: int, generator: torch.Generator) -> tuple[float, float]:
+    """The 95 % interval of the fall from column ``peak`` (where the mean curve peaks) to the last column, over
+    BOOTSTRAP resamplings of the prompts; ``per_prompt`` (B, N) holds each prompt's curve. The fall at a fixed
+    column can be negative, so an interval above 0 says the curve really ends lower than at its peak."""
     prompts = per_prompt.shape[0]
     picks = torch.randint(prompts, (BOOTSTRAP, prompts), generator=generator)
     counts = torch.zeros(BOOTSTRAP, prompts, dtype=torch.float64).scatter_add_(
         1, picks, torch.ones(BOOTSTRAP, prompts, dtype=torch.float64)
     )
-    curves = counts @ per_prompt.double() / prompts  # (BOOTSTRAP, N)
-    falls = curves.max(dim=1).values - curves[:, -1]
+    curves = counts @ per_prompt[:, [peak, -1]].double() / prompts  # (BOOTSTRAP, 2)
+    falls = curves[:, 0] - curves[:, 1]
     low, high = torch.quantile(falls, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     return low, high
 
@@ -194,7 +195,7 @@ def curve_figures(bon: ModuleType, proxy: torch.Tensor, gold: torch.Tensor, accu
     n = torch.arange(1, proxy.shape[1] + 1)
     d = bon.best_of_n_kl(n).double().sqrt()
     peak = int(torch.argmax(gold_curve))
-    low, _ = bootstrap_fall(per_prompt, torch.Generator().manual_seed(seed))
+    low, _ = bootstrap_fall(per_prompt, peak, torch.Generator().manual_seed(seed))
     figures = {
         "RM held-out accuracy": accuracy,
         "gold at n=1": float(gold_curve[0]),
@@ -301,7 +302,7 @@ def plot(results: dict[str, list[dict]], path: Path, seeds: list[int]) -> None:
                 label=f"fit d(α−βd): α={fit['α']:.3f}, β={fit['β']:.3f}, R²={fit['R²']:.2f}")  # fmt: skip
         right.plot(d, proxy, ":", color="C1", label="proxy")
         ax.set_title(label, fontsize=9)
-        ax.set_xlabel("d = √KL(best-of-n ‖ start), nats")
+        ax.set_xlabel("d = √KL(best-of-n ‖ start), KL in nats")
         ax.set_ylabel("gold", color="C0")
         right.set_ylabel("proxy (std of the start's scores)", color="C1")
         ax.grid(alpha=0.3)

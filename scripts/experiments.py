@@ -24,8 +24,8 @@
     python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
     python scripts/experiments.py overoptimization_sentiment  # task 13: PPO against reward models of the plain sentiment gold
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
-    python scripts/experiments.py best_of_n --seeds 0 1 2 3 4        # task 15: best-of-n against reward models, Gao's fit
-    python scripts/experiments.py overoptimization --seeds 0 1 2 3 4 # task 15: PPO against the same reward models
+    python scripts/experiments.py best_of_n          # task 15: best-of-n against reward models, Gao's fit (seeds 0-4)
+    python scripts/experiments.py overoptimization   # task 15: PPO against the same reward models (seeds 0-4)
     python scripts/experiments.py estimators --task sort   # task 14: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, DAPO (--task add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
@@ -725,7 +725,13 @@ def print_table(name: str, seeds: list[int], columns: list[str], rows: list[list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE, *REWARD_MODEL]))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help="0 1 2 by default; 0 1 2 3 4 for best_of_n and overoptimization",
+    )
     parser.add_argument("--impl", default=os.environ.get("RLHF_IMPL", "student"), help="the scripts' --impl")
     parser.add_argument(
         "--out",
@@ -739,6 +745,8 @@ def main() -> None:
     )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
+    if args.seeds is None:
+        args.seeds = [0, 1, 2, 3, 4] if args.experiment in ("best_of_n", "overoptimization") else [0, 1, 2]
     if args.experiment in LECTURE:
         run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
         return

@@ -12,7 +12,7 @@ PPO trains POLICY_STEPS steps against each row's reward (ROWS): one model with t
 or on, or the ensemble through your ``ensemble_reward`` (``--reward_model a,b,c --reward_ensemble MODE``).
 Every step logs the proxy (``reward/mean``: the reward model's score, normalised to mean 0 and std 1 over
 the starting policy's replies), the gold (``reward/gold``, which the update never sees) and ``kl/ref``. The
-figures read the curves smoothed over SMOOTH steps: the gold at the start (its first SMOOTH steps), its peak
+figures read the curves smoothed over SMOOTH steps: the gold at the start (its first START steps), its peak
 and the step and sqrt(kl/ref) there, where it ends (the mean of the last 10 % of steps), the fall from the
 peak and the fall over the rise; the proxy at the gold's peak and at the end; sqrt(kl/ref) at the end;
 "rose then fell" counts the seeds whose gold fell by at least a third of its rise while the proxy ended
@@ -49,6 +49,7 @@ UWO_COEF = "0.5"  # --reward_uncertainty_coef of the uwo ensemble
 MEMBER_SEED = 1000  # member j (1 ... K - 1) of seed s's ensemble is trained with --seed MEMBER_SEED * j + s
 POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
+START = 3  # "gold at start": the mean of the first START steps (the policy has barely moved yet)
 # Minutes on our idle 2-core machine at one thread, for the time printed up front: one reward model (its pairs
 # included), one PPO run of POLICY_STEPS token-level steps.
 REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 1.6
@@ -209,7 +210,7 @@ def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
 def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> dict[str, float]:
     """The figures of one run's smoothed curves (see the module docstring)."""
     peak = max(range(len(c["gold"])), key=c["gold"].__getitem__)
-    start, gold_end, proxy_end = c["gold"][min(SMOOTH, len(c["gold"])) - 1], final(c["gold"]), final(c["proxy"])
+    start, gold_end, proxy_end = c["gold"][min(START, len(c["gold"])) - 1], final(c["gold"]), final(c["proxy"])
     rise, fall = c["gold"][peak] - start, c["gold"][peak] - gold_end
     return {
         "RM held-out accuracy": rm_accuracy,
@@ -297,8 +298,8 @@ def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list
     for ax, (label, runs) in zip(axes.flat, drawn.items()):
         right = ax.twinx()
         d = [x for c in runs for x in c["sqrt_kl"]]
-        gain = [g - c["gold"][min(SMOOTH, len(c["gold"])) - 1] for c in runs for g in c["gold"]]
-        start = sum(c["gold"][min(SMOOTH, len(c["gold"])) - 1] for c in runs) / len(runs)
+        gain = [g - c["gold"][min(START, len(c["gold"])) - 1] for c in runs for g in c["gold"]]
+        start = sum(c["gold"][min(START, len(c["gold"])) - 1] for c in runs) / len(runs)
         for i, c in enumerate(runs):
             ax.plot(c["sqrt_kl"], c["gold"], "-", color="C0", alpha=0.6, label="gold (reward/gold)" if i == 0 else None)
             right.plot(
@@ -317,7 +318,7 @@ def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list
                 label=f"fit d(α−β log d): α={fit['α']:.2f} β={fit['β']:.2f} R²={fit['R²']:.2f}",
             )
         ax.set_title(label, fontsize=8)
-        ax.set_xlabel("√ kl/ref (nats per reply, smoothed)", fontsize=8)
+        ax.set_xlabel("√ kl/ref (kl/ref in nats per reply; smoothed)", fontsize=8)
         ax.set_ylabel("gold", color="C0")
         right.set_ylabel("proxy", color="C1")
         ax.grid(alpha=0.3)
