@@ -139,7 +139,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
             **mean_metrics(epoch_stats),
             **run.rollout_stats(scores, advantages, generation),
             "kl/ref": kl_ref,
-            "kl/beta": torch.tensor(kl_control.beta),
+            "kl/beta": torch.tensor(kl_control.beta, device=run.device),
             "value/mean": rl.masked_mean(old.values, mask),
             "value/explained_variance": explained_variance(
                 *(run.gather(x)[run.gather(mask) > 0] for x in (old.values, returns))

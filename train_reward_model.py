@@ -94,7 +94,7 @@ def main() -> None:
             batch = next(batches).to(run.device)
             tokens += int(batch.attention_mask.sum())
             stats = reward_step(rm, model, optimizer, batch, config)
-            stats["num_tokens"] = torch.tensor(float(tokens))
+            stats["num_tokens"] = torch.tensor(float(tokens), device=run.device)
 
             # 3. Log (at an evaluation, the samples log shows fresh replies with the model's score).
             shown = (prompts, replies, scores) if scores is not None else ([], [], None)
@@ -242,6 +242,7 @@ def save_reward_model(
         "gold_correlation": final["eval_gold_correlation"].item(),
         "num_pairs": int(run.logger.notes["train_pairs"]),
         "label_noise": config.label_noise,
+        "reward": vars(config.reward),  # the annotator that labelled the pairs (the task's reward settings)
         "seed": config.seed,
         "command": shlex.join(["python", *sys.argv]),
     }

@@ -56,9 +56,10 @@ def best_of_n_estimate(proxy_scores: torch.Tensor, scores: torch.Tensor, max_n: 
 
     Compute the weights in log space (torch.lgamma), in float64 whatever the scores' dtype: 1024! overflows
     float64 (N! / (n! (N - n)!) gives inf / inf = NaN), C(1024, 512) is about 4.5e306, and log-weights in
-    float32 put the estimate up to 1e-3 off at N = 1024. Ties in the proxy are broken at random, so tied replies share the same chance of being kept:
-    replace each reply's score by the mean score of the replies whose proxy score equals its own, before
-    weighting. The estimate then does not depend on the order of the pool.
+    float32 put the estimate up to 1e-3 off at N = 1024. Ties in the proxy are broken at random, so tied
+    replies share the same chance of being kept: replace each reply's score by the mean score of the replies
+    whose proxy score equals its own, before weighting. The estimate then does not depend on the order of
+    the pool.
 
     Args:
         proxy_scores: (B, N) float: the score that picks the winner (a reward model's).

@@ -185,6 +185,10 @@ class RewardConfig(Settings):
     """Weight of the second example term, which gives -1 to replies longer than long_max_words (0 = off)."""
     long_max_words: int = setting(6, NOT_NEGATIVE)
     """Replies with more words than this count as long."""
+    praise_penalty_weight: float = setting(0.0, _WEIGHT)
+    """Weight of task 15's term, a reader who distrusts gushing: -1 for each positive word beyond praise_free_words (0 = off)."""
+    praise_free_words: int = setting(1, NOT_NEGATIVE)
+    """Positive words a reply may hold before the praise penalty counts them."""
 
 
 LEVEL = one_of("sequence", "token")
@@ -210,7 +214,7 @@ class TrainConfig(Settings):
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
     )
-    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a copy of that folder: ppo.py, grpo.py (and token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py, best_of_n.py)."""
+    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a copy of that folder: ppo.py and grpo.py, and each later task's file (token_level.py ... best_of_n.py) for its own runs."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -308,12 +312,15 @@ class TrainConfig(Settings):
         ]
 
 
+ENSEMBLE_MODES = ("mean", "min", "uwo")  # ensemble_reward's modes (rl/best_of_n.py, task 15)
+
 # train_ppo.py's and train_grpo.py's --reward_model (not train_dpo.py's: DPO needs no reward); the folder
 # itself is checked when the run starts (rlhf_practice/learned_reward.py), before anything slow is loaded.
 _REWARD_MODEL = Bound(
-    rule=lambda v: v == "" or v.strip() != "",
-    text='"" or a folder',
-    hint="is blank; give the folder train_reward_model.py wrote (runs/<run>/reward_model), or drop the flag",
+    rule=lambda v: v == "" or all(part.strip() for part in v.split(",")),
+    text='"" or folders joined by commas',
+    hint="names a blank folder; give the folder train_reward_model.py wrote (runs/<run>/reward_model; several "
+    "joined by commas for an ensemble), or drop the flag",
 )
 
 
@@ -332,7 +339,11 @@ class PPOBase(TrainConfig):
     value_loss_coef: float = setting(0.25, NOT_NEGATIVE)
     """Weight of the value loss MSE(V, R) in the total loss; 0.25 x MSE is CleanRL's weight (0.5 x 0.5 MSE), TRL's is 0.05 x MSE."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (task 15's ensemble). The task's reward is logged as reward/gold. Empty: none."""
+    reward_ensemble: str = setting("mean", one_of(*ENSEMBLE_MODES))
+    """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
+    reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
+    """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
 
     def relations(self) -> list[Relation]:
         return [
@@ -386,7 +397,11 @@ class GRPOConfig(TrainConfig):
     grpo_group_size: int = setting(4, at_least(2, "a group of one reply has nothing to compare with"))
     """K: replies sampled per prompt; advantages compare replies within a group, so K >= 2."""
     reward_model: str = setting("", _REWARD_MODEL)
-    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote. The update sees only its normalised score; the task's reward is logged as reward/gold. Empty: no model."""
+    """A learned reward model to train against (task 13): the folder train_reward_model.py wrote, or several joined by commas (task 15's ensemble). The task's reward is logged as reward/gold. Empty: none."""
+    reward_ensemble: str = setting("mean", one_of(*ENSEMBLE_MODES))
+    """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
+    reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
+    """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size

@@ -7,6 +7,10 @@ the starting policy. A reply's reward is then
 
     reward = (score - score_mean) / score_std
 
+Several folders joined by commas make an ensemble (task 15, :class:`RewardEnsemble`): each model's
+normalised score, combined by the implementation's ``ensemble_reward`` (``rl/best_of_n.py``) as
+``--reward_ensemble`` says.
+
 mean 0 and std 1 over the starting policy's replies, as Ziegler et al. (2019) normalise their reward
 model. The score is read with the implementation's ``get_reward`` (``rl/reward_model.py``, TASKS.md
 §13.2) on rows packed flush left: the prompt's tokens, the reply's tokens (with its end-of-text token
@@ -206,3 +210,57 @@ class LearnedReward:
             mean, std = self.folder.normalization
             scores = (scores - mean) / std
         return scores
+
+
+class RewardEnsemble:
+    """The reward a run trains against: one learned model, or k of them whose normalised scores the
+    implementation's ``ensemble_reward`` combines (task 15; ``mode`` and ``uncertainty_coef`` as its
+    arguments)."""
+
+    def __init__(self, members: list[LearnedReward], mode: str, uncertainty_coef: float):
+        self.members = members
+        self.mode = mode
+        self.uncertainty_coef = uncertainty_coef
+
+    def describe(self, reward: dict | None = None) -> str:
+        """The line(s) for the start of a run; with ``reward`` (the run's reward settings), a note for each
+        model whose pairs were labelled by other settings (its reward_model.json's ``reward``): then the
+        run's reward/gold is not the annotator the model learned from."""
+        lines = [m.describe() for m in self.members]
+        for m in self.members:
+            labelled = m.folder.record.get("reward")
+            if reward is not None and isinstance(labelled, dict):
+                differ = {k: v for k, v in labelled.items() if reward.get(k, v) != v}
+                if differ:
+                    now = ", ".join(f"--reward.{k} {reward[k]}" for k in differ)
+                    then = ", ".join(f"--reward.{k} {v}" for k, v in differ.items())
+                    lines.append(
+                        f"note: {m.folder.name} learned from pairs labelled with {then}; this run's reward/gold "
+                        f"uses {now} (add the same flags to compare with the annotator it learned from)"
+                    )
+        if len(self.members) > 1:
+            how = f"mode {self.mode!r}" + f", uncertainty_coef {self.uncertainty_coef:g}" * (self.mode == "uwo")
+            lines.append(f"reward: ensemble_reward of the {len(self.members)} models above, {how}")
+        return "\n".join(lines)
+
+    def notes(self) -> dict:
+        """What summary.json records of the models."""
+        records = [{"folder": m.folder.name, **m.folder.record} for m in self.members]
+        if len(records) == 1:
+            return records[0]
+        return {"ensemble": self.mode, "uncertainty_coef": self.uncertainty_coef, "models": records}
+
+    def score(self, generation: Generation, impl: ModuleType) -> torch.Tensor:
+        """(N,) float32: each member's normalised score (:meth:`LearnedReward.score`), combined by
+        ``impl.best_of_n.ensemble_reward`` when there are several."""
+        scores = [m.score(generation, impl.reward_model) for m in self.members]
+        if len(scores) == 1:
+            return scores[0]
+        with torch.no_grad():
+            combined = impl.best_of_n.ensemble_reward(torch.stack(scores), self.mode, self.uncertainty_coef)
+        if combined.shape != (len(generation),):
+            raise TrainingError(
+                f"ensemble_reward returned a tensor of shape {tuple(combined.shape)}, not ({len(generation)},): "
+                "one reward per reply, combined over the models (TASKS.md §15.5)."
+            )
+        return combined.detach().float()

@@ -11,7 +11,8 @@ task (:mod:`rlhf_practice.tasks.sentiment`) calls to build the reward of every r
     terms.append((0.5, i_think_bonus))  # in build_reward, before its return
 
 :func:`short_reply_penalty` and :func:`long_reply_penalty` are the worked examples that ship with
-the package (both off by default).
+the package (both off by default). :func:`excess_praise_penalty` is the reader who distrusts gushing
+(task 15's gold, also off by default): a review may praise once, and each further positive word costs.
 """
 
 from __future__ import annotations
@@ -111,6 +112,16 @@ def long_reply_penalty(text: str, max_words: int = 6) -> float:
     return -1.0 if len(words(text)) > max_words else 0.0
 
 
+def excess_praise_penalty(text: str, free_words: int = 1) -> float:
+    """Task 15's term, a reader who distrusts gushing: minus the positive words beyond ``free_words``
+    (each +1 of :func:`sentiment_polarities`, so "not good" is no praise), 0 for a reply within them.
+
+    >>> excess_praise_penalty("Great acting, great story, a great film.")
+    -2.0
+    """
+    return -float(max(0, sum(p > 0 for p in sentiment_polarities(text)) - free_words))
+
+
 RewardTerm = Callable[[str], float]
 
 
@@ -137,4 +148,8 @@ def build_reward(config: RewardConfig | None = None) -> RuleBasedReward:
         terms.append((config.short_penalty_weight, partial(short_reply_penalty, min_words=config.short_min_words)))
     if config.long_penalty_weight:
         terms.append((config.long_penalty_weight, partial(long_reply_penalty, max_words=config.long_max_words)))
+    if config.praise_penalty_weight:
+        terms.append(
+            (config.praise_penalty_weight, partial(excess_praise_penalty, free_words=config.praise_free_words))
+        )
     return RuleBasedReward(terms)

@@ -33,7 +33,7 @@ from rlhf_practice.config import TrainConfig
 from rlhf_practice.course import Impl, load_impl
 from rlhf_practice.data import LOCAL_SUFFIXES
 from rlhf_practice.errors import ConfigError, DataError, ModelLoadError, RLHFPracticeError, TrainingError
-from rlhf_practice.learned_reward import LearnedReward, check_reward_model
+from rlhf_practice.learned_reward import LearnedReward, RewardEnsemble, check_reward_model
 from rlhf_practice.modeling import (
     AdapterOff,
     Generation,
@@ -203,7 +203,7 @@ class TrainingRun:
     logger: RunLogger
     sampler: Sampler
     accelerator: Accelerator  # the processes of the run: one, or N under torchrun / accelerate launch
-    learned_reward: LearnedReward | None = None  # --reward_model: the reward the update sees
+    learned_reward: RewardEnsemble | None = None  # --reward_model: the reward the update sees
 
     @property
     def num_processes(self) -> int:
@@ -300,12 +300,12 @@ class TrainingRun:
         prompt text per row of ``generation``): (N,) float32 on the device.
 
         The reward is the task's, or with ``--reward_model`` the learned model's normalised score only
-        (:class:`~rlhf_practice.learned_reward.LearnedReward`): the task's reward then never reaches the
+        (:class:`~rlhf_practice.learned_reward.RewardEnsemble`: one model, or several combined): the task's reward then never reaches the
         update; :meth:`task_metrics` logs it beside, as ``reward/gold``."""
         with self.logger.timed("score"):
             replies = generation.decode(self.tokenizer)
             if self.learned_reward is not None:
-                return replies, self.learned_reward.score(generation, self.impl.reward_model)
+                return replies, self.learned_reward.score(generation, self.impl)
             return replies, self.task.reward(prompts, replies).to(self.device)
 
     def task_metrics(self, step: int, prompts: list[str], replies: list[str]) -> dict[str, torch.Tensor]:
@@ -638,9 +638,12 @@ def start_run(config: TrainConfig) -> TrainingRun:
     if after_grpo:  # task 14: only the functions these settings call (a plain run never opens after_grpo.py)
         impl.check_implemented("after_grpo", after_grpo)
     reward_model = getattr(config, "reward_model", "")  # train_ppo.py and train_grpo.py only
-    if reward_model:
+    reward_models = [name.strip() for name in reward_model.split(",")] if reward_model else []
+    if reward_models:
         impl.check_implemented("reward_model")
-    reward_folder = check_reward_model(reward_model, config.task) if reward_model else None  # no weights yet
+    if len(reward_models) > 1:  # an ensemble (task 15)
+        impl.check_implemented("best_of_n", ["ensemble_reward"])
+    reward_folders = [check_reward_model(name, config.task) for name in reward_models]  # no weights yet
     accelerator, device = start_accelerator(config)
     processes = accelerator.num_processes
     check_process_count(config, processes)
@@ -666,7 +669,10 @@ def start_run(config: TrainConfig) -> TrainingRun:
             f"exceed the model's {policy.max_length} positions; lower one of them."
         )
     sampler = Sampler.from_config(policy, tokenizer, config)
-    learned_reward = LearnedReward.load(reward_folder, tokenizer, device) if reward_folder else None
+    learned_reward = None
+    if reward_folders:
+        members = [LearnedReward.load(folder, tokenizer, device) for folder in reward_folders]
+        learned_reward = RewardEnsemble(members, config.reward_ensemble, config.reward_uncertainty_coef)
     prompts = task.prompt_batches(tokenizer, config.train_batch_size, config.seed)  # the global stream
     record = {}
     if processes > 1:
@@ -691,9 +697,9 @@ def start_run(config: TrainConfig) -> TrainingRun:
         )
         print(f"sampling: {sampler.description}", file=sys.stderr)
         if learned_reward is not None:
-            print(learned_reward.describe(), file=sys.stderr)
+            print(learned_reward.describe(vars(config.reward)), file=sys.stderr)
     if learned_reward is not None:
-        logger.notes["reward_model"] = {"folder": reward_model, **learned_reward.folder.record}
+        logger.notes["reward_model"] = learned_reward.notes()
     return TrainingRun(
         config, impl, device, tokenizer, policy, task, prompts, logger, sampler, accelerator, learned_reward
     )

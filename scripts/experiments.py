@@ -22,8 +22,10 @@
     python scripts/experiments.py dpo_beta           # task 12: DPO's beta 0.01 / 0.1 / 0.5; logps/chosen as the margin grows
     python scripts/experiments.py dpo_rounds         # task 12: offline pairs vs one round of iterative DPO (--rounds 2)
     python scripts/experiments.py lora               # docs/GUIDE.md's LoRA section: GRPO with --lora_r 8 vs full fine-tuning
-    python scripts/experiments.py overoptimization   # task 13: PPO against reward models of few / many pairs, beta 0 / > 0
+    python scripts/experiments.py overoptimization_sentiment  # task 13: PPO against reward models of the plain sentiment gold
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
+    python scripts/experiments.py best_of_n          # task 15: best-of-n against reward models, Gao's fit (seeds 0-4)
+    python scripts/experiments.py overoptimization   # task 15: PPO against the same reward models (seeds 0-4)
     python scripts/experiments.py estimators --task sort   # task 14: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, DAPO (--task add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
@@ -67,8 +69,9 @@ frac_reward_zero_std" is the mean over steps of the share of trained groups whos
 rounds show there); "gen batches" the mean rounds of generation per step. It also draws the curves of
 every method (mean over seeds) to --out (estimators-<task>.png).
 
-Task 13's experiments (a reward model trained first, then the policy against it) are written in
-``scripts/overoptimization.py``, whose docstring says what their columns mean.
+Task 13's and 15's experiments (reward models trained first, then best-of-n or the policy against them)
+are written in ``scripts/overoptimization.py`` and ``scripts/best_of_n.py``, whose docstrings say what
+their columns mean; they keep their reward models, the best-of-n pool and each run's figures in --out.
 """
 
 from __future__ import annotations
@@ -91,7 +94,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # overoptimization.py beside this file, however this file is run
 
-import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's experiments)
+import best_of_n  # noqa: E402  (scripts/best_of_n.py: task 15's best-of-n)
+import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's and 15's experiments)
 
 from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
@@ -110,7 +114,7 @@ from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
 
-REWARD_MODEL = ("overoptimization", "rm_vs_dpo")
+REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
@@ -528,13 +532,19 @@ def _number(value: float, whole: bool) -> str:
 def _cell(values: list[float | None], reach: bool = False) -> str:
     """median [min, max] of the known values; for a ``reach`` column, "(k never)" when k runs never
     reached the threshold and "never" when none did. "–": the runs do not log the tag."""
-    known = sorted(v for v in values if v is not None)
+    known = sorted(v for v in values if v is not None and v == v)  # None or NaN: not measured for that run
     if not known:
         return "never" if reach and values else "–"
     whole = all(float(v).is_integer() and abs(v) < 1e5 for v in known)  # step counts
     low, median, high = (_number(v, whole) for v in (known[0], known[len(known) // 2], known[-1]))
     cell = f"{median} [{low}, {high}]"
     return cell + (f" ({len(values) - len(known)} never)" if reach and len(known) < len(values) else "")
+
+
+def _count(values: list[float]) -> str:
+    """ "k of n": the runs whose 0/1 figure is 1; "–" where the figure does not apply (NaN)."""
+    known = [v for v in values if v == v]
+    return f"{sum(known):.0f} of {len(known)}" if known else "–"
 
 
 def _reach(column: str) -> bool:
@@ -715,7 +725,13 @@ def print_table(name: str, seeds: list[int], columns: list[str], rows: list[list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE, *REWARD_MODEL]))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help="0 1 2 by default; 0 1 2 3 4 for best_of_n and overoptimization",
+    )
     parser.add_argument("--impl", default=os.environ.get("RLHF_IMPL", "student"), help="the scripts' --impl")
     parser.add_argument(
         "--out",
@@ -729,17 +745,28 @@ def main() -> None:
     )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
+    if args.seeds is None:
+        args.seeds = [0, 1, 2, 3, 4] if args.experiment in ("best_of_n", "overoptimization") else [0, 1, 2]
     if args.experiment in LECTURE:
         run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
         return
     if args.experiment in REWARD_MODEL:
-        if args.experiment == "overoptimization":
-            columns, table = overoptimization.overoptimization(args.seeds, args.impl, args.extra, args.out)
+        if args.experiment in ("best_of_n", "overoptimization") and "OMP_NUM_THREADS" not in os.environ:
+            # Task 15's figures do not depend on the machine's thread count: every run, and the pool, on one
+            # thread (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.
+            os.environ["OMP_NUM_THREADS"] = "1"
+            torch.set_num_threads(1)
+        if args.experiment in overoptimization.GRIDS:
+            columns, table = overoptimization.overoptimization(
+                args.seeds, args.impl, args.extra, args.out, args.rows, args.experiment
+            )
+        elif args.experiment == "best_of_n":
+            columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, args.rows)
         else:
             columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra)
-        counts = {"over-optimized"}  # a count of seeds, not a median
+        counts = overoptimization.COUNTS | best_of_n.COUNTS  # counts of seeds, not medians
         rows = [
-            [label, *(f"{sum(v):.0f} of {len(v)}" if c in counts else _cell(v) for c, v in zip(columns, values))]
+            [label, *(_count(v) if c in counts else _cell(v) for c, v in zip(columns, values))]
             for label, values in table
         ]
         print_table(args.experiment, args.seeds, columns, rows)

@@ -1,18 +1,26 @@
-"""Task 13's two experiments with a learned reward model (run through ``scripts/experiments.py``):
+"""Task 13's and 15's experiments with a learned reward model (run through ``scripts/experiments.py``):
 
-    python scripts/experiments.py overoptimization   # PPO against reward models of few / many pairs, beta 0 / > 0
-    python scripts/experiments.py rm_vs_dpo          # a reward model + PPO against DPO, on the same pairs
+    python scripts/experiments.py overoptimization   # task 15: PPO against reward models, ensembles, beta 0 / > 0
+    python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
 
-overoptimization: for each seed, reward models are trained on FEW and MANY preference pairs (one pool of
-pairs per seed, built once; the held-out pairs are the same for both), then token-level PPO trains
-against each of them with the KL penalty to the reference off (beta 0) and on. Every step logs the
-proxy (``reward/mean``: the reward model's score, normalised to mean 0 and std 1 over the starting
-policy's replies), the gold reward (``reward/gold``: the task's rule reward, which the update never
-sees) and ``kl/ref``. The figures read the curves smoothed over SMOOTH steps: the gold reward's peak,
-where it ends (the mean of the last 10 % of steps), the drop between the two, the proxy at the gold
-peak and at the end, and sqrt(kl/ref) at both; "over-optimized" counts the seeds whose gold ended at
-least DROP below its peak while the proxy ended above its value at that peak. The curves, gold and
-proxy against sqrt(KL) as Gao, Schulman & Hilton (2022) draw them, go to --out.
+overoptimization: the gold is task 15's annotator, the sentiment reward with the excess-praise term on (GOLD:
+a reader who distrusts gushing), which labels the reward models' pairs and is logged as ``reward/gold``. For
+each seed, reward models are trained on PAIR_COUNTS pairs (one pool of pairs per seed; the held-out pairs the
+same for all), plus ENSEMBLE_K - 1 more on ENSEMBLE_PAIRS pairs with other seeds (other pairs, another score
+head; :func:`reward_model`, cached in --out/reward_models and shared with ``best_of_n``); then token-level
+PPO trains POLICY_STEPS steps against each row's reward (ROWS): one model with the KL penalty off (beta 0)
+or on, or the ensemble through your ``ensemble_reward`` (``--reward_model a,b,c --reward_ensemble MODE``).
+Every step logs the proxy (``reward/mean``: the reward model's score, normalised to mean 0 and std 1 over
+the starting policy's replies), the gold (``reward/gold``, which the update never sees) and ``kl/ref``. The
+figures read the curves smoothed over SMOOTH steps: the gold at the start (its first START steps), its peak
+and the step and sqrt(kl/ref) there, where it ends (the mean of the last 10 % of steps), the fall from the
+peak and the fall over the rise; the proxy at the gold's peak and at the end; sqrt(kl/ref) at the end;
+"rose then fell" counts the seeds whose gold fell by at least a third of its rise while the proxy ended
+above its value at the gold's peak; "ends above one model" (ensemble rows) the seeds whose gold ended above
+that of the seed's own model on ENSEMBLE_PAIRS pairs alone (same beta). Gao, Schulman & Hilton's RL form,
+gold gain R(d) = d (alpha - beta log d) with d = sqrt(kl/ref), is fitted to each run's smoothed curve
+(alpha, beta, R^2). The curves, gold and proxy against sqrt(KL), go to --out/overoptimization.png; each
+run's figures are appended to --out/overoptimization.jsonl.
 
 rm_vs_dpo: for each seed one reward model is trained on MANY pairs; DPO trains on exactly the pairs
 the reward model was trained on (its ``train_pairs.jsonl``, through ``--pairs_file``), and token-level
@@ -23,7 +31,9 @@ the difference of the two log-ratios) and by the gold reward of fresh replies at
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -32,22 +42,67 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-FEW, MANY = 16, 1024  # training pairs of the two reward models
-BETAS = ("0", "0.1")  # token-level PPO's KL penalty to the reference: off, on
-PPO_STEPS = 100
+GOLD = ["--reward.praise_penalty_weight", "0.5"]  # task 15's annotator and gold: a reader who distrusts gushing
+PAIR_COUNTS = (64, 256, 1024)  # the reward models of each seed
+ENSEMBLE_PAIRS, ENSEMBLE_K = 1024, 3  # the ensemble: the seed's model on ENSEMBLE_PAIRS pairs and K - 1 more
+UWO_COEF = "0.5"  # --reward_uncertainty_coef of the uwo ensemble
+MEMBER_SEED = 1000  # member j (1 ... K - 1) of seed s's ensemble is trained with --seed MEMBER_SEED * j + s
+POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
-DROP = 0.1  # "over-optimized": gold ended at least this far below its peak, while the proxy rose past it
-COLUMNS = [
+START = 3  # "gold at start": the mean of the first START steps (the policy has barely moved yet)
+# Minutes on our idle 2-core machine at one thread, for the time printed up front: one reward model (its pairs
+# included), one PPO run of POLICY_STEPS token-level steps.
+REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 1.6
+MANY = 1024  # rm_vs_dpo's reward model
+PPO_STEPS = 100  # rm_vs_dpo's PPO
+# (label, pairs or "ensemble", PPO flags) of task 15's grid, against GOLD
+ROWS = [
+    ("RM on 64 pairs, --beta 0", 64, ["--beta", "0"]),
+    ("RM on 1024 pairs, --beta 0", 1024, ["--beta", "0"]),
+    ("RM on 1024 pairs, --beta 0.1", 1024, ["--beta", "0.1"]),
+    ("ensemble of 3 on 1024 pairs, min, --beta 0", "ensemble", ["--beta", "0", "--reward_ensemble", "min"]),
+    (
+        "ensemble of 3 on 1024 pairs, uwo, --beta 0",
+        "ensemble",
+        ["--beta", "0", "--reward_ensemble", "uwo", "--reward_uncertainty_coef", UWO_COEF],
+    ),
+]
+# Task 13's grid (overoptimization_sentiment, TASKS.md §13.6): the plain sentiment reward as the gold.
+SENTIMENT_ROWS = [(f"RM on {p} pairs, PPO --beta {b}", p, ["--beta", b]) for p in (16, 1024) for b in ("0", "0.1")]
+GRIDS = {"overoptimization": (GOLD, ROWS), "overoptimization_sentiment": ([], SENTIMENT_ROWS)}
+DROP = (
+    0.1  # task 13's "over-optimized": the gold ended at least this far below its peak, the proxy above its value there
+)
+SENTIMENT_COLUMNS = [
     "RM held-out accuracy",
     "gold peak",
     "gold at end",
-    "gold drop",
-    "proxy at gold peak",
+    "fall",
+    "proxy at peak",
     "proxy at end",
-    "√KL at gold peak",
+    "√KL at peak",
     "√KL at end",
     "over-optimized",
 ]
+COLUMNS = [
+    "RM held-out accuracy",
+    "gold at start",
+    "gold peak",
+    "step of peak",
+    "√KL at peak",
+    "gold at end",
+    "fall",
+    "fall ÷ rise",
+    "proxy at peak",
+    "proxy at end",
+    "√KL at end",
+    "rose then fell",
+    "ends above one model",
+    "α",
+    "β",
+    "R²",
+]
+COUNTS = {"rose then fell", "ends above one model", "over-optimized"}  # counts of seeds, not medians
 DPO_COLUMNS = ["held-out pair accuracy", "final gold reward", "final kl/ref", "wall s"]
 
 
@@ -100,79 +155,180 @@ def curves(folder: Path) -> dict[str, list[float]]:
     }
 
 
+def reward_model(
+    out: Path, seed: int, pairs: int, impl: str, extra: list[str], gold: list[str] = GOLD
+) -> tuple[Path, float]:
+    """The folder of a reward model on ``pairs`` pairs labelled by ``gold`` (the reward's flags), trained with
+    ``--seed seed``, and its
+    held-out accuracy. Kept in ``out``/reward_models under a name made of everything it depends on (the
+    settings, and the text of the implementation's reward_model.py), so best_of_n and overoptimization share
+    it and a rerun reuses it; the pairs of a seed are built once (``out``/pairs)."""
+    from rlhf_practice.course import load_impl
+
+    source = Path(load_impl(impl).reward_model.__file__).read_bytes()
+    key = hashlib.sha1(json.dumps([seed, pairs, gold, extra]).encode() + source).hexdigest()[:10]
+    name = f"rm-seed{seed}-pairs{pairs}-{key}"
+    folder = out / "reward_models" / name / "reward_model"
+    if not (folder / "reward_model.json").is_file():
+        print(f"seed {seed}: reward model on {pairs} pairs ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(dir=out) as tmp:  # a run killed half-way leaves no folder of that name
+            args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", name]
+            args += ["--pairs_dir", str(out / "pairs"), "--num_pairs", str(pairs), *gold, *extra]
+            _run("train_reward_model.py", args)
+            (out / "reward_models").mkdir(exist_ok=True)
+            try:
+                Path(tmp, name).replace(out / "reward_models" / name)
+            except OSError:  # another run of the experiments made the same model meanwhile: keep that one
+                if not (folder / "reward_model.json").is_file():
+                    raise
+    accuracy = json.loads((folder / "reward_model.json").read_text())["heldout_accuracy"]
+    return folder, accuracy
+
+
+def ensemble_members(out: Path, seed: int, impl: str, extra: list[str]) -> list[Path]:
+    """Seed ``seed``'s ensemble: its model on ENSEMBLE_PAIRS pairs and ENSEMBLE_K - 1 more with other seeds."""
+    seeds = [seed] + [MEMBER_SEED * j + seed for j in range(1, ENSEMBLE_K)]
+    return [reward_model(out, s, ENSEMBLE_PAIRS, impl, extra)[0] for s in seeds]
+
+
+def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
+    """Least squares of the gold gain against d, no intercept: d (alpha - beta d) ("bon", best-of-n) or
+    d (alpha - beta log d) ("rl"), as Gao, Schulman & Hilton fit them. Returns alpha, beta and R^2; points
+    with d = 0 are left out (both forms are 0 there)."""
+    d_t, gain_t = torch.as_tensor(d, dtype=torch.float64), torch.as_tensor(gain, dtype=torch.float64)
+    keep = d_t > 0
+    d_t, gain_t = d_t[keep], gain_t[keep]
+    second = d_t * d_t if form == "bon" else d_t * torch.log(d_t)
+    design = torch.stack([d_t, -second], dim=1)
+    coefficients = torch.linalg.lstsq(design, gain_t[:, None]).solution[:, 0]
+    residual = gain_t - design @ coefficients
+    total = ((gain_t - gain_t.mean()) ** 2).sum()
+    r2 = float(1 - (residual**2).sum() / total) if total > 0 else float("nan")
+    return {"α": float(coefficients[0]), "β": float(coefficients[1]), "R²": r2}
+
+
 def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> dict[str, float]:
+    """The figures of one run's smoothed curves (see the module docstring)."""
     peak = max(range(len(c["gold"])), key=c["gold"].__getitem__)
-    gold_end, proxy_end = final(c["gold"]), final(c["proxy"])
-    drop = c["gold"][peak] - gold_end
+    start, gold_end, proxy_end = c["gold"][min(START, len(c["gold"])) - 1], final(c["gold"]), final(c["proxy"])
+    rise, fall = c["gold"][peak] - start, c["gold"][peak] - gold_end
     return {
         "RM held-out accuracy": rm_accuracy,
+        "gold at start": start,
         "gold peak": c["gold"][peak],
+        "step of peak": peak + 1,
+        "√KL at peak": c["sqrt_kl"][peak],
         "gold at end": gold_end,
-        "gold drop": drop,
-        "proxy at gold peak": c["proxy"][peak],
+        "fall": fall,
+        "fall ÷ rise": fall / rise if rise > 0 else float("nan"),
+        "proxy at peak": c["proxy"][peak],
         "proxy at end": proxy_end,
-        "√KL at gold peak": c["sqrt_kl"][peak],
         "√KL at end": final(c["sqrt_kl"]),
-        "over-optimized": float(drop >= DROP and proxy_end > c["proxy"][peak]),
+        "rose then fell": float(rise > 0 and fall >= rise / 3 and proxy_end > c["proxy"][peak]),
+        "over-optimized": float(fall >= DROP and proxy_end > c["proxy"][peak]),
+        **fit_gao(c["sqrt_kl"], [g - start for g in c["gold"]], "rl"),
     }
 
 
 Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row label, each column's values over seeds)
 
 
-def overoptimization(seeds: list[int], impl: str, extra: list[str], out: Path) -> Table:
-    """Run the grid; draw its curves into ``out``; return its table."""
-    settings = [(pairs, beta) for pairs in (FEW, MANY) for beta in BETAS]
-    figures: dict[tuple[int, str], list[dict[str, float]]] = {s: [] for s in settings}
-    drawn: dict[tuple[int, str], list[dict[str, list[float]]]] = {s: [] for s in settings}
-    for seed in seeds:
-        with tempfile.TemporaryDirectory() as name:
-            tmp = Path(name)
-            for pairs in (FEW, MANY):
-                print(f"reward model on {pairs} pairs, seed {seed} ...", file=sys.stderr, flush=True)
-                rm = train_reward_model(tmp, f"rm{pairs}", seed, pairs, impl, [])
-                accuracy = json.loads((rm / "reward_model" / "reward_model.json").read_text())["heldout_accuracy"]
-                for beta in BETAS:
-                    print(f"  PPO --level token --beta {beta} against it ...", file=sys.stderr, flush=True)
-                    flags = ["--level", "token", "--beta", beta, "--num_steps", str(PPO_STEPS)]
-                    flags += ["--reward_model", str(rm / "reward_model"), *extra]
-                    run = train_policy(tmp, f"ppo{pairs}-{beta}", "ppo", seed, impl, flags)
-                    c = curves(run)
-                    figures[pairs, beta].append(overoptimization_figures(c, accuracy))
-                    drawn[pairs, beta].append(c)
-                    this = figures[pairs, beta][-1]
-                    print("  " + ", ".join(f"{k}: {v:.3g}" for k, v in this.items()), file=sys.stderr)
+def overoptimization(
+    seeds: list[int], impl: str, extra: list[str], out: Path, rows: list[str], name: str = "overoptimization"
+) -> Table:
+    """Run the grid ``name`` of GRIDS (its rows whose label contains one of ``rows``, all when empty); draw its
+    curves into ``out``; return its table."""
+    gold, grid = GRIDS[name]
+    wanted = [row for row in grid if not rows or any(text in row[0] for text in rows)]
+    ensemble = any(p == "ensemble" for _, p, _ in wanted)
+    models = len({p for _, p, _ in wanted if p != "ensemble"} | ({ENSEMBLE_PAIRS} if ensemble else set()))
+    models += (ENSEMBLE_K - 1) * ensemble
+    minutes = len(seeds) * (len(wanted) * PPO_MINUTES + models * REWARD_MODEL_MINUTES)
+    print(
+        f"{name}: {len(seeds) * len(wanted)} PPO runs of {POLICY_STEPS} steps and their reward models: about "
+        f"{minutes:.0f} minutes on a 2-core machine (less with the reward models of an earlier run in {out})",
+        file=sys.stderr,
+    )
+    figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
+    drawn: dict[str, list[dict[str, list[float]]]] = {label: [] for label, _, _ in wanted}
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "overoptimization.png"
+    for seed in seeds:
+        for label, pairs, flags in wanted:
+            if pairs == "ensemble":
+                folders = ensemble_members(out, seed, impl, extra)
+                accuracy = float("nan")
+            else:
+                folder, accuracy = reward_model(out, seed, pairs, impl, extra, gold)
+                folders = [folder]
+            print(f"seed {seed}: PPO --level token, {label} ...", file=sys.stderr, flush=True)
+            ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
+            ppo += ["--reward_model", ",".join(str(f) for f in folders)]
+            with tempfile.TemporaryDirectory() as tmp:
+                c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, ppo))
+            this = overoptimization_figures(c, accuracy)
+            figures[label].append(this)
+            drawn[label].append(c)
+            print("  " + ", ".join(f"{k}: {v:.3g}" for k, v in this.items()), file=sys.stderr)
+            with (out / f"{name}.jsonl").open("a") as f:
+                f.write(json.dumps({"row": label, "seed": seed, "impl": impl, "extra": extra, **this, **c}) + "\n")
+    single = {flags[1]: label for label, pairs, flags in wanted if pairs == ENSEMBLE_PAIRS}  # beta -> its row
+    for label, pairs, flags in wanted:
+        one = single.get(flags[1])
+        for i, f in enumerate(figures[label]):
+            above = pairs == "ensemble" and one is not None
+            f["ends above one model"] = float(f["gold at end"] > figures[one][i]["gold at end"]) if above else math.nan
+    path = out / f"{name}.png"
     plot(drawn, path, seeds)
     print(f"curves saved to {path}", file=sys.stderr)
-    rows = [(f"RM on {p} pairs, PPO --beta {b}", [[f[c] for f in figures[p, b]] for c in COLUMNS]) for p, b in settings]
-    return COLUMNS, rows
+    columns = COLUMNS if name == "overoptimization" else SENTIMENT_COLUMNS
+    return columns, [(label, [[f[c] for f in figures[label]] for c in columns]) for label, _, _ in wanted]
 
 
-def plot(drawn: dict[tuple[int, str], list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:
-    """One panel per setting: gold (left axis) and proxy (right axis) against sqrt(kl/ref), one line per seed."""
+def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:
+    """One panel per setting: gold (left axis) and proxy (right axis) against sqrt(kl/ref), one line per seed,
+    and Gao's RL form fitted to the seeds' points together drawn over the gold."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
-    for ax, ((pairs, beta), runs) in zip(axes.flat, drawn.items()):
+    cols = min(4, len(drawn))
+    rows = math.ceil(len(drawn) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    for ax, (label, runs) in zip(axes.flat, drawn.items()):
         right = ax.twinx()
+        d = [x for c in runs for x in c["sqrt_kl"]]
+        gain = [g - c["gold"][min(START, len(c["gold"])) - 1] for c in runs for g in c["gold"]]
+        start = sum(c["gold"][min(START, len(c["gold"])) - 1] for c in runs) / len(runs)
         for i, c in enumerate(runs):
-            ax.plot(c["sqrt_kl"], c["gold"], "-", color="C0", alpha=0.8, label="gold (rule reward)" if i == 0 else None)
+            ax.plot(c["sqrt_kl"], c["gold"], "-", color="C0", alpha=0.6, label="gold (reward/gold)" if i == 0 else None)
             right.plot(
-                c["sqrt_kl"], c["proxy"], "--", color="C1", alpha=0.8, label="proxy (reward model)" if i == 0 else None
+                c["sqrt_kl"], c["proxy"], ":", color="C1", alpha=0.6, label="proxy (reward/mean)" if i == 0 else None
             )
-        ax.set_title(f"RM on {pairs} pairs, PPO --beta {beta}", fontsize=9)
-        ax.set_xlabel("√ kl/ref (nats per reply, smoothed)")
-        ax.set_ylabel("gold: reward/gold", color="C0")
-        right.set_ylabel("proxy: reward/mean", color="C1")
+        if runs and max(d) > 0:
+            fit = fit_gao(d, gain, "rl")
+            x = torch.linspace(1e-3, max(d), 100, dtype=torch.float64)
+            y = start + x * (fit["α"] - fit["β"] * torch.log(x))
+            ax.plot(
+                x,
+                y,
+                "--",
+                color="k",
+                lw=1.2,
+                label=f"fit d(α−β log d): α={fit['α']:.2f} β={fit['β']:.2f} R²={fit['R²']:.2f}",
+            )
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("√ kl/ref (kl/ref in nats per reply; smoothed)", fontsize=8)
+        ax.set_ylabel("gold", color="C0")
+        right.set_ylabel("proxy", color="C1")
         ax.grid(alpha=0.3)
         lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-        ax.legend(lines, [line.get_label() for line in lines], fontsize=7, loc="lower right")
-    fig.suptitle(f"gold and proxy against √KL, seeds {seeds} (one line per seed)", fontsize=9)
+        ax.legend(lines, [line.get_label() for line in lines], fontsize=6, loc="lower left")
+    for ax in list(axes.flat)[len(drawn) :]:
+        ax.axis("off")
+    fig.suptitle(
+        f"PPO against learned rewards: gold and proxy against √KL, seeds {seeds} (one line per seed)", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

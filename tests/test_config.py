@@ -234,7 +234,11 @@ def test_every_rule_has_a_value_that_breaks_it() -> None:
     assert rules == set(RULE_BREAKERS)
 
 
-@pytest.mark.parametrize("name", ["short_penalty_weight", "long_penalty_weight", "short_min_words", "long_max_words"])
+@pytest.mark.parametrize(
+    "name",
+    ["short_penalty_weight", "long_penalty_weight", "short_min_words", "long_max_words", "praise_penalty_weight",
+     "praise_free_words"],
+)  # fmt: skip
 def test_reward_term_settings_must_not_be_negative(name: str) -> None:
     config = preset_config(PPOConfig, "tiny")
     setattr(config.reward, name, -1)

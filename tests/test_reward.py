@@ -9,6 +9,7 @@ from rlhf_practice.config import RewardConfig
 from rlhf_practice.reward import (
     RuleBasedReward,
     build_reward,
+    excess_praise_penalty,
     long_reply_penalty,
     sentiment_polarities,
     short_reply_penalty,
@@ -90,6 +91,16 @@ def test_long_reply_penalty_is_off_by_default_and_composes() -> None:
     assert reward(["a really good movie", "a really good movie indeed"]).tolist() == [1.0, 0.5]
     assert long_reply_penalty("one two three four", max_words=4) == 0.0
     assert long_reply_penalty("one two three four five", max_words=4) == -1.0
+
+
+def test_excess_praise_penalty_is_off_by_default_and_composes() -> None:
+    """Task 15's gold: one positive word is free, each further one costs its weight; "not good" is no praise."""
+    texts = ["a good film", "great great great", "not good, but great", "great and wonderful", "bad"]
+    assert build_reward()(texts).tolist() == [1.0, 1.0, 0.0, 1.0, -1.0]
+    assert build_reward(RewardConfig(praise_penalty_weight=0.5))(texts).tolist() == [1.0, 0.0, 0.0, 0.5, -1.0]
+    assert excess_praise_penalty("Great acting, great story, a great film.") == -2.0
+    assert excess_praise_penalty("not good, not great") == 0.0
+    assert excess_praise_penalty("great great great", free_words=3) == 0.0
 
 
 def test_a_new_term_is_a_few_lines() -> None:

@@ -20,7 +20,7 @@ from test_scripts import _readme_tags
 from rlhf_practice.config import DPOConfig, GRPOConfig, PPOConfig, TokenGRPOConfig, TokenPPOConfig, field_bound
 from rlhf_practice.course import Impl
 from rlhf_practice.errors import ConfigError
-from rlhf_practice.learned_reward import LearnedReward, RewardModelFolder, pack_flush_left
+from rlhf_practice.learned_reward import LearnedReward, RewardEnsemble, RewardModelFolder, pack_flush_left
 from rlhf_practice.modeling import TINY_MODEL_DIR, Generation
 
 RUNS = [("ppo", "sequence"), ("ppo", "token"), ("grpo", "sequence"), ("grpo", "token")]
@@ -187,7 +187,7 @@ def _bad_folder(tmp_path: Path, kind: str) -> str:
         ("vocabulary", "its vocabulary (100 tokens) is not this run's tokenizer's"),
         ("task", "was trained for --task sort (reward_model.json), this run is --task sentiment"),
         ("json", "its reward_model.json could not be read (KeyError"),
-        ("blank", "is blank; give the folder train_reward_model.py wrote"),
+        ("blank", "names a blank folder; give the folder train_reward_model.py wrote"),
     ],
 )
 def test_a_bad_reward_model_is_one_line(tmp_path: Path, capsys, working_rm_impl: str, kind: str, message: str) -> None:
@@ -225,3 +225,86 @@ def test_an_unfinished_get_reward_is_one_friendly_line(
     assert code == 3 and not run.exists() and "Traceback" not in err, err
     line = next(line for line in err.splitlines() if line.startswith("error:"))
     assert "get_reward" in line and "TASKS.md §13.2" in line and "pytest -m graded" in line
+
+
+def test_an_ensemble_combines_the_members_normalised_scores_with_ensemble_reward() -> None:
+    """Task 15: each member's normalised score, stacked (k, N), goes through the implementation's
+    ensemble_reward with the run's mode and coefficient; one model alone never calls it."""
+    generation = Generation(
+        torch.tensor([[4, 5, 0], [3, 6, 7]]), torch.tensor([[1, 1, 0], [1, 1, 1]]), torch.tensor([[1.0], [1.0]]), 2
+    )
+    raw = {"a": torch.tensor([3.0, 5.0]), "b": torch.tensor([1.0, 1.0])}
+    reward_model = SimpleNamespace(get_reward=lambda model, *rows: (None, raw[model], None))
+    calls = []
+
+    def ensemble_reward(scores, mode, uncertainty_coef):
+        calls.append((scores.tolist(), mode, uncertainty_coef))
+        return scores.min(dim=0).values
+
+    impl = SimpleNamespace(reward_model=reward_model, best_of_n=SimpleNamespace(ensemble_reward=ensemble_reward))
+    members = [
+        LearnedReward(RewardModelFolder("a", Path("a"), None, (1.0, 2.0), {}), "a", 1),
+        LearnedReward(RewardModelFolder("b", Path("b"), None, (0.0, 0.5), {}), "b", 1),
+    ]
+    assert RewardEnsemble(members, "min", 0.3).score(generation, impl).tolist() == [1.0, 2.0]
+    assert calls == [([[1.0, 2.0], [2.0, 2.0]], "min", 0.3)]
+    assert RewardEnsemble(members[:1], "min", 0.3).score(generation, impl).tolist() == [1.0, 2.0]
+    assert len(calls) == 1, "one model: its score as it is"
+
+
+@pytest.mark.timeout(240)
+def test_a_run_trains_against_an_ensemble(
+    tmp_path: Path, capsys, impl: Impl, working_rm_impl: str, reward_model_dir: Path, make_reward_model
+) -> None:
+    """--reward_model a,b --reward_ensemble uwo: both models load, the start-up says how they combine, and
+    summary.json records both (task 15)."""
+    try:
+        impl.check_implemented("best_of_n", ["ensemble_reward"])
+    except (NotImplementedError, ConfigError):
+        pytest.skip("trains against an ensemble: finish ensemble_reward (task 15) first")
+    other = make_reward_model(tmp_path / "other")
+    both = f"{reward_model_dir},{other}"
+    code, run = _run(tmp_path, "ppo", "sequence", working_rm_impl, "--reward_model", both, "--reward_ensemble", "uwo")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "reward: ensemble_reward of the 2 models above, mode 'uwo', uncertainty_coef 0.5" in err
+    record = json.loads((run / "summary.json").read_text())["reward_model"]
+    assert record["ensemble"] == "uwo" and [m["folder"] for m in record["models"]] == [
+        str(reward_model_dir),
+        str(other),
+    ]
+    assert {"reward/mean", "reward/gold"} <= set(_metrics(run)[0])
+
+
+def test_an_unfinished_ensemble_reward_is_one_friendly_line(
+    tmp_path: Path, capsys, impl: Impl, working_rm_impl: str, reward_model_dir: Path
+) -> None:
+    """Several --reward_model folders need ensemble_reward (task 15); unfinished, the run stops in one line
+    before anything is loaded. One folder never opens best_of_n.py."""
+    sources = {f"{m}.py": inspect.getsource(impl.module(m)) for m in ("ppo", "grpo", "reward_model")}
+    folder = _impl_folder(tmp_path / "impl", sources, "")
+    (folder / "reward_model.py").write_text(sources["reward_model.py"])
+    (folder / "best_of_n.py").write_text(
+        "def ensemble_reward(*args, **kwargs):\n"
+        '    raise NotImplementedError("ensemble_reward is not implemented yet: see TASKS.md §15.5.")\n'
+    )
+    both = f"{reward_model_dir},{reward_model_dir}"
+    code, run = _run(tmp_path, "ppo", "sequence", str(folder), "--reward_model", both, name="two")
+    err = capsys.readouterr().err
+    assert code == 3 and not run.exists() and "Traceback" not in err, err
+    line = next(line for line in err.splitlines() if line.startswith("error:"))
+    assert "ensemble_reward" in line and "TASKS.md §15.5" in line
+
+
+def test_a_model_labelled_by_other_reward_settings_is_a_note() -> None:
+    """reward_model.json's ``reward`` (the annotator's settings) against the run's: a note per difference,
+    nothing when they agree or the record has none (a model trained before the field existed)."""
+    labelled = {"sentiment_weight": 1.0, "praise_penalty_weight": 0.5}
+    member = LearnedReward(RewardModelFolder("rm", Path("rm"), None, None, {"reward": labelled}), None, 1)
+    ensemble = RewardEnsemble([member], "mean", 0.5)
+    note = ensemble.describe({"sentiment_weight": 1.0, "praise_penalty_weight": 0.0}).splitlines()[-1]
+    assert note.startswith("note: rm learned from pairs labelled with --reward.praise_penalty_weight 0.5;")
+    assert "uses --reward.praise_penalty_weight 0.0" in note
+    assert "note:" not in ensemble.describe(labelled)
+    bare = RewardEnsemble([LearnedReward(RewardModelFolder("rm", Path("rm"), None, None, {}), None, 1)], "mean", 0.5)
+    assert "note:" not in bare.describe({"praise_penalty_weight": 0.0})

@@ -27,6 +27,7 @@ RECORD_KEYS = {
     "gold_correlation",
     "num_pairs",
     "label_noise",
+    "reward",
     "seed",
     "command",
 }
