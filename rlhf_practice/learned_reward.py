@@ -7,14 +7,14 @@ the starting policy. A reply's reward is then
 
     reward = (score - score_mean) / score_std
 
-Several folders joined by commas make an ensemble (task 15, :class:`RewardEnsemble`): each model's
-normalised score, combined by the implementation's ``ensemble_reward`` (``rl/best_of_n.py``) as
-``--reward_ensemble`` says.
-
 mean 0 and std 1 over the starting policy's replies, as Ziegler et al. (2019) normalise their reward
 model. The score is read with the implementation's ``get_reward`` (``rl/reward_model.py``, TASKS.md
 §13.2) on rows packed flush left: the prompt's tokens, the reply's tokens (with its end-of-text token
 when it finished), then padding on the right, as in task 12.
+
+Several folders joined by commas make an ensemble (task 15, :class:`RewardEnsemble`): each model's
+normalised score, combined by the implementation's ``ensemble_reward`` (``rl/best_of_n.py``) as
+``--reward_ensemble`` says.
 
 :func:`check_reward_model` reads the folder's small files (no weights): a wrong path or model is one
 line naming ``reward_model`` before anything slow is loaded. :meth:`LearnedReward.load` loads the
