@@ -9,15 +9,18 @@ bar. The same words are the ``output`` of the Gradescope autograder's tests (:mo
 What to fix comes from the first failing **published** case when there is one: the very message that
 ``pytest -m graded`` prints on the student's own machine (its numbers are those of the recorded cases the
 release ships). A function that passes every published case but fails hidden ones is told the *kind* of
-failure of its first failing hidden case (values, shape, dtype, NaN, gradient, an exception's type) and
-the catalogued mistake its result matches, if any, never a number: the hidden cases' inputs and expected
-values stay with the grader (their ids and descriptions hold inputs too, so they are not shown either),
-and neither does anything the student's code printed or raised on them, which could carry their inputs.
+failure of its first failing hidden case (values, shape, dtype, NaN, gradient, in place, an exception of
+Python's own) and the catalogued mistake its result matches, if any, in fixed words of the grader's, never a
+number: the hidden cases' inputs and expected values stay with the grader (their ids and descriptions hold
+inputs too, so they are not shown either), and neither does any text of the submission's on them (an
+exception's class name or message, a returned string): its code holds the hidden inputs, so such text could
+carry them out.
 The instructor's own flags (answers fitted to the published cases, similarity) are in the table, not here.
 """
 
 from __future__ import annotations
 
+import builtins
 import html
 import re
 from collections.abc import Callable
@@ -30,40 +33,81 @@ SECTIONS = {g.function: g.section for g in GRADED}
 NAMED = re.compile(r" This matches (?:a common mistake|one of these common mistakes \(they agree on this input\)): ")
 
 # What a hidden failure is told, by the words of its message (rlhf_practice.checks.check_case): the first
-# that matches. The messages that quote no value at all are passed on whole (mode, in place, no gradient).
-KINDS = (
-    ("instead of raising", "it returns a value where it must raise an error"),
-    ("wrong output shape", "its result has the wrong shape"),
-    ("which holds NaN/inf", "its result holds NaN or inf where the right one is finite"),
-    ("returned dtype", "its result has the wrong dtype (keep the input's dtype)"),
+# that matches. Only these fixed phrases reach the student, never the message itself: on a hidden case the
+# message can quote text the submission controls (an exception's class name and message, a returned string),
+# and the submission's code holds the hidden inputs, so any such text could carry them out.
+KINDS = (  # first the messages that quote a returned value (a string could hold any words)
     ("expected a torch.Tensor", "it returns something other than a torch.Tensor"),
     ("expected a number", "it returns something other than a Python float"),
     ("expected a tuple of", "it returns the wrong number of results"),
+    ("train mode", "it changes the train/eval mode of a model it is given; use the model in the mode it comes in"),
+    ("eval mode", "it changes the train/eval mode of a model it is given; use the model in the mode it comes in"),
+    ("wrong output shape", "its result has the wrong shape"),
+    ("which holds NaN/inf", "its result holds NaN or inf where the right one is finite"),
+    ("returned dtype", "its result has the wrong dtype"),
     ("a gradient reached", "a gradient reaches an input that must get none"),
+    (
+        "carries no gradient",
+        "its result carries no gradient where training needs one (do not detach it or compute it under "
+        "torch.no_grad())",
+    ),
     ("gradient of", "its gradient differs from the right one"),
+    ("in place", "it changes one of its inputs in place; compute into new tensors (or work on a copy)"),
 )
-SAFE = ("train mode", "eval mode", "in place", "carries no gradient")
+# The exception classes a hidden failure may name: Python's own (a submission's class could be named anything).
+BUILTIN_ERRORS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+
+
+def _catalogued(case: dict, message: str) -> str:
+    """The mistakes of the catalog that ``message`` names ("" if none), kept only where every name is one of
+    the case's own catalogued mistakes: grader's words, whatever else the message holds."""
+    named = NAMED.split(message, maxsplit=1)
+    if len(named) != 2:
+        return ""
+    known = set(case.get("mistakes", {}))
+    for grad in case.get("grads", {}).values():
+        known |= set(grad.get("mistakes", {}))
+    names = named[1].split(" Reread TASKS.md")[0].removesuffix(".").split("; or ")
+    if not all(name in known for name in names):
+        return ""
+    if len(names) > 1:
+        return f" This matches one of these common mistakes (they agree on this input): {'; or '.join(names)}."
+    return f" This matches a common mistake: {names[0]}."
+
+
+DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int32", "int64"})
+
+
+def case_label(case: dict) -> str:
+    """A hidden case named by what it tests: the words of its id ("random float32 normalize True",
+    "constant advantages negative"), less any that hold a number (a size, a value) other than a dtype's."""
+    words = case["id"].removeprefix("hidden_").split("_")
+    return " ".join(w for w in words if w in DTYPES or not any(ch.isdigit() for ch in w)) or "a fresh input"
 
 
 def hidden_diagnosis(case: dict, result: dict) -> str | None:
-    """What to fix, told from a failing *hidden* case without a number of it: None if the case passes."""
+    """What to fix, told from a failing *hidden* case in fixed words: the kind of failure and the catalogued
+    mistake it matches, never a number, a description of the case or any text of the submission's. None if
+    the case passes."""
     message = check_case(case, result)
     if message is None:
         return None
     name, reread = case["function"], f"Reread TASKS.md {case['section']}."
     if result["error"] == NOT_IMPLEMENTED:
-        return message
-    if result["error"] and not case.get("raises"):
-        kind = result["error"].split(":", 1)[0]
-        return f"{name} raised {kind} on a hidden input (its message is not shown: it could hold the input). {reread}"
-    if any(words in message for words in SAFE) and not NAMED.search(message):
-        return message
+        return f"{name} is not implemented yet (it raises NotImplementedError). See TASKS.md {case['section']}."
+    raises = case.get("raises")
+    if raises:
+        how = "raises another error" if result["error"] else "returns a value"
+        return f"{name} fails a hidden case ({case_label(case)}): on an input where it must raise {raises}, it {how}. {reread}"
+    if result["error"]:
+        kind = str(result["error"]).split(":", 1)[0]
+        kind = kind if kind in BUILTIN_ERRORS else "an exception of its own class"
+        hidden = f"a hidden input ({case_label(case)})"
+        return f"{name} raised {kind} on {hidden} (its message is not shown: it could hold the input). {reread}"
     kind = next((said for words, said in KINDS if words in message), "its values differ from the right answer")
-    named = NAMED.split(message, maxsplit=1)
-    mistake = f" This matches {named[1].split(' Reread TASKS.md')[0]}" if len(named) == 2 else ""
-    if mistake and not mistake.endswith("."):
-        mistake += "."
-    return f"{name} fails a hidden case: {kind}.{mistake} {reread}"
+    return f"{name} fails a hidden case ({case_label(case)}): {kind}.{_catalogued(case, message)} {reread}"
 
 
 def diagnose(

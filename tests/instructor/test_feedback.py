@@ -86,13 +86,15 @@ def test_a_hidden_failure_is_told_by_kind_and_the_student_code_s_words_are_not_s
         raise ValueError(f"my inputs were {rewards.tolist()}")
 
     said = hidden_diagnosis(case, run_case(leaky, case))
-    assert "raised ValueError on a hidden input" in said and secret not in said and "my inputs" not in said
+    assert "raised ValueError on a hidden input (" in said and secret not in said and "my inputs" not in said
 
     def shaped(rewards, group_size, normalize=True, eps=1e-8):
         return rewards.view(-1, group_size)
 
     said = hidden_diagnosis(case, run_case(shaped, case))
-    assert said.startswith("compute_group_advantages fails a hidden case: its result has the wrong shape.")
+    assert said.startswith(
+        "compute_group_advantages fails a hidden case (book example): its result has the wrong shape."
+    )
     assert not re.search(r"\d+, \d+", said), said  # no shape of a hidden input either
 
 
@@ -134,3 +136,39 @@ def test_each_case_diagnosis_agrees_with_the_checks() -> None:
     first = next(check_case(c, outcomes[_key(c)]) for c in published if check_case(c, outcomes[_key(c)]))
     assert diagnose(published, outcomes, lambda c: False, _key) == {"masked_mean": first}
     assert hidden_diagnosis(hidden[0], run_case(load_impl("answer").token_level.masked_mean, hidden[0])) is None
+
+
+def test_text_the_submission_controls_never_reaches_a_hidden_diagnosis() -> None:
+    """The audit's three leaks: a class name made of the inputs, words ("in place", "train mode") that once let a
+    message through whole, and another error on a case that must raise. Only fixed words may come back."""
+    _, hidden = cases("compute_group_advantages")
+    case = next(c for c in hidden if not c.get("raises") and c["args"])
+    secret = str(dict(case["args"])["rewards"].tolist())
+
+    def named_by_inputs(rewards, group_size, normalize=True, eps=1e-8):
+        raise type(f"E{rewards.tolist()}", (Exception,), {})("in place")
+
+    def wordy(rewards, group_size, normalize=True, eps=1e-8):
+        return f"changed in place, train mode, gradient of {rewards.tolist()}"
+
+    def wordy_error(rewards, group_size, normalize=True, eps=1e-8):
+        raise ValueError(f"in place {rewards.tolist()}")
+
+    for fn in (named_by_inputs, wordy, wordy_error):
+        said = hidden_diagnosis(case, run_case(fn, case))
+        assert secret not in said and "[" not in said, said
+    assert "raised an exception of its own class on a hidden input" in hidden_diagnosis(
+        case, run_case(named_by_inputs, case)
+    )
+    assert "returns something other than a torch.Tensor" in hidden_diagnosis(case, run_case(wordy, case))
+
+    _, hidden = cases("compute_rloo_advantages")
+    raising = next(c for c in hidden if c.get("raises"))
+    raising_secret = str(dict(raising["args"])["rewards"].tolist())
+
+    def other_error(rewards, group_size):
+        raise RuntimeError(f"in place: {rewards.tolist()} {group_size}")
+
+    said = hidden_diagnosis(raising, run_case(other_error, raising))
+    assert said.startswith("compute_rloo_advantages fails a hidden case (")
+    assert raising_secret not in said and raising["what"] not in said and "RuntimeError" not in said, said
