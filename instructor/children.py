@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,17 +48,33 @@ PROGRAMS = (CASES, GATE, JUDGE)
 HERE = Path(__file__).resolve().parent  # where the programs are kept: instructor/
 
 
+# A child may use ``seconds`` of CPU time (RLIMIT_CPU, which a loaded machine does not eat into) and at most
+# WALL_FACTOR * seconds + WALL_EXTRA of wall-clock time (a backstop for a child that waits instead of computing):
+# on a machine busy with other work, a child is slower, never cut short.
+WALL_FACTOR, WALL_EXTRA = 3, 30
+
+
 @dataclass
 class Limits:
-    """What one child may use: wall and CPU seconds, address space, size of a file it writes."""
+    """What one child may use: CPU seconds (and a wall-clock backstop), address space, size of a file it writes,
+    the user it runs as, and the moment after which no child starts."""
 
     seconds: float
     memory_mb: int
     output_mb: int = 64
     # Run the child as this user (uid, gid) instead of the grader's own: where the grader runs as root without
     # the sandbox (the Gradescope autograder, instructor.gradescope), so that the child cannot read what only
-    # root may (the hidden cases, the results). Its work folder is handed to that user first.
+    # root may (the hidden cases, the results). Its work folder is handed to that user first, and once it has
+    # ended every process of that user is ended too (a process it left behind cannot outlive its stage).
     user: tuple[int, int] | None = None
+    # time.monotonic() after which no child starts and a running one is stopped: the budget of one submission
+    deadline: float | None = None
+
+    @property
+    def wall_seconds(self) -> float:
+        """How long a child may run by the clock: the backstop, cut at the deadline."""
+        wall = self.seconds * WALL_FACTOR + WALL_EXTRA
+        return wall if self.deadline is None else min(wall, self.deadline - time.monotonic())
 
 
 def make_tree(tree: Path, files: dict[str, bytes]) -> None:
@@ -86,6 +103,8 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
     """Run ``program`` of ``tree`` on ``job`` (saved as it is, for the child to read: the cases' inputs, a
     gate's job, the judge's jobs); its results, or None when it produced none we can read."""
     work = tree.parent
+    if limits.wall_seconds <= 0:  # the submission's budget is spent: nothing more of it runs
+        return None
     inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
     torch.save(job, inputs)
 
@@ -114,11 +133,14 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
             **user,
         )
         try:
-            proc.wait(timeout=limits.seconds)
+            proc.wait(timeout=limits.wall_seconds)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return None
+        finally:
+            if limits.user is not None:
+                end_processes(limits.user[0])
     try:
         loaded = torch.load(results, weights_only=True)
     except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
@@ -126,3 +148,39 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
     finally:
         results.unlink(missing_ok=True)
     return loaded if isinstance(loaded, dict) else None
+
+
+def _uids(pid: str) -> set[int]:
+    """The real, effective, saved and file-system user ids of a live process (none for a zombie or one gone)."""
+    try:
+        status = Path("/proc", pid, "status").read_text()
+    except OSError:
+        return set()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").strip().startswith("Z"):
+        return set()  # dead already, waiting to be reaped: nothing left to end
+    return {int(u) for u in fields.get("Uid", "").split()}
+
+
+def processes_of(uid: int) -> list[int]:
+    """The live processes that run as ``uid`` (any of their user ids), read from /proc."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and uid in _uids(pid)]
+
+
+def end_processes(uid: int, rounds: int = 100) -> None:
+    """Kill every process of user ``uid`` (by its user id, never by name): what a child left behind (a
+    detached process waiting for the judge, a fork loop). Stopped first, then killed, until none is left."""
+    if uid == os.geteuid():
+        raise ValueError(f"end_processes({uid}): that is the grader's own user")
+    for _ in range(rounds):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped processes cannot fork while the others die
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.01)
+    raise RuntimeError(f"user {uid} still has processes {processes_of(uid)[:5]} after {rounds} rounds of SIGKILL")

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from instructor import sandbox
@@ -324,7 +324,9 @@ def _judge(
             inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED), **best_of_n})
     if not inputs:
         return {}
-    scores = run_child(tree, JUDGE, inputs, limits, isolate) or {}
+    # Never as the submission's user: every process of that user has been ended (instructor.children), and the
+    # judge's tree lies in a folder only the grader may enter, so nothing of the submission can reach it.
+    scores = run_child(tree, JUDGE, inputs, replace(limits, user=None), isolate) or {}
     return {k: v for k, v in scores.items() if type(v) in (float, str)}
 
 
