@@ -174,7 +174,7 @@ def page(grade, title: str | None = None) -> str:
     from instructor.gate import GATES
 
     ran = [g.name for g in GATES if g.name in grade.gates]
-    maximum = sum(grade.max_points(f) for f in grade.total) + sum(g.points for g in GATES if g.name in ran)
+    maximum = grade.max_score()
     lines = [
         f"# Feedback: {title or Path(grade.submission).name}",
         "",
@@ -188,7 +188,7 @@ def page(grade, title: str | None = None) -> str:
         "| function | TASKS.md | points | hidden passed | published passed | what to fix |",
         "|---|---|---:|---:|---:|---|",
     ]
-    for function in grade.total:
+    for function in grade.functions:
         lines.append(
             f"| {function} | {SECTIONS[function]} | {grade.points(function):g} / {grade.max_points(function):g} | "
             f"{grade.passed[function]}/{grade.total[function]} | "
@@ -262,11 +262,15 @@ def html_page(markdown: str) -> str:
 
 def write_pages(folder: Path, grades: list) -> list[Path]:
     """One Markdown and one HTML page per submission in ``folder``, named after the submission's folder
-    (``alice.md``, ``alice.html``; a repeated name gets a number); returns the Markdown paths."""
+    (``alice.md``, ``alice.html``; alice/rlhf_practice/rl is alice too; a repeated name gets a number); returns
+    the Markdown paths."""
     folder.mkdir(parents=True, exist_ok=True)
     written, used = [], set()
     for grade in grades:
-        stem = re.sub(r"[^\w.-]", "_", Path(grade.submission).name) or "submission"
+        path = Path(grade.submission)
+        while path.name in ("rl", "rlhf_practice") and path.parent != path:  # alice/rlhf_practice/rl: alice
+            path = path.parent
+        stem = re.sub(r"[^\w.-]", "_", path.name) or "submission"
         name, n = stem, 1
         while name in used:
             n += 1

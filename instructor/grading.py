@@ -2,10 +2,12 @@
 
     python -m instructor.grading submissions/alice submissions/bob ...
     python -m instructor.grading submissions/*/ --csv grades.csv --timeout 60 --memory_mb 3072
+    python -m instructor.grading submissions/*/ --tasks 1-4          # one assignment: its functions and gates
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
 tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12, ``reward_model.py`` for task 13, ``after_grpo.py`` for
-task 14, ``best_of_n.py`` for task 15): a copy of their ``rlhf_practice/rl/``.
+task 14, ``best_of_n.py`` for task 15): a copy of their ``rlhf_practice/rl/``, or a repository uploaded whole (its ``rlhf_practice/rl/`` is
+found: the folder that holds the most student files; the progress line names it).
 For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
 files and nothing else (no answer key, no tests), under limits on time, memory and output, in a sandbox
 (:mod:`instructor.sandbox`): it sees the interpreter, the installed packages and its own work folder,
@@ -63,7 +65,7 @@ from instructor.children import CASES, SUBMISSION_FILES, Limits, make_tree, run_
 from instructor.feedback import diagnose, write_pages
 from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
 from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases
-from rlhf_practice.course import GRADED, graded, module_of
+from rlhf_practice.course import GRADED, MODULES, graded, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
 POINTS = {g.function: g.points for g in GRADED}
@@ -95,6 +97,13 @@ class Grade:
     # Notes for the instructor only (answers fitted to the published cases, similarity): in the table and the
     # CSV, not in the student's feedback
     flags: list[str] = field(default_factory=list)
+    # The graded functions of this assignment (--tasks / --files), in the course's order: the others are not
+    # run, scored or shown
+    functions: list[str] = field(default_factory=lambda: list(FUNCTIONS))
+
+    def max_score(self) -> float:
+        """The assignment's full marks: its functions' points and those of the gates it ran."""
+        return sum(POINTS[f] for f in self.functions) + sum(g.points for g in GATES if g.name in self.gates)
 
     def max_points(self, function: str) -> float:
         return POINTS[function]
@@ -150,10 +159,11 @@ def _read_submission(folder: Path) -> tuple[dict[str, bytes], list[str]]:
     return files, refused
 
 
-def _file_notes(files: dict[str, bytes]) -> list[str]:
-    """A note for each submission file that is missing or does not parse."""
+def _file_notes(files: dict[str, bytes], functions: list[str]) -> list[str]:
+    """A note for each submission file of the assignment (the files of ``functions``) that is missing or does
+    not parse."""
     notes = []
-    for name in SUBMISSION_FILES:
+    for name in dict.fromkeys(f"{module_of(f)}.py" for f in functions):
         if name not in files:
             notes.append(f"{name} missing")
             continue
@@ -220,9 +230,9 @@ def _count_passes(cases: list[dict], outcomes: dict) -> dict[str, int]:
 def _helper_notes(result: Grade, files: dict[str, bytes]) -> list[str]:
     """For each function that fails hidden cases and calls a graded function of its own file that fails
     hidden cases too, a note naming that helper first (rlhf_practice.checks.blame_helpers, as pytest says it)."""
-    failing = {f for f in FUNCTIONS if result.passed[f] < result.total[f]}
+    failing = {f for f in result.functions if result.passed[f] < result.total[f]}
     notes = []
-    for f in FUNCTIONS:
+    for f in result.functions:
         if f not in failing:
             continue
         source = files.get(f"{module_of(f)}.py", b"").decode("utf-8", errors="replace")
@@ -236,7 +246,7 @@ def _helper_notes(result: Grade, files: dict[str, bytes]) -> list[str]:
 def _fitted_notes(result: Grade) -> list[str]:
     """A note for each function that passes (nearly) all published cases but clearly fewer fresh ones."""
     notes = []
-    for f in FUNCTIONS:
+    for f in result.functions:
         published, hidden = (result.published_passed[f], result.published_total[f]), (result.passed[f], result.total[f])
         if not published[1] or not hidden[1] or published[0] < FITTED_PUBLISHED * published[1]:
             continue
@@ -256,19 +266,24 @@ def grade(
     seed: int | None = None,
     gates: tuple = (),
     gate_limits: Limits | None = None,
+    functions: list[str] | None = None,
+    folder: Path | None = None,
 ) -> Grade:
     """Run one submission on ``cases`` (published and hidden) in a child process and score it: points from
-    the hidden cases only; then its outcome ``gates``."""
-    result = Grade(submission=str(submission), seed=seed)
+    the hidden cases only; then its outcome ``gates``. ``functions``: the assignment's (default: all), the only
+    ones run and scored; ``folder``: where the student files are, when not ``submission`` itself (a repository
+    uploaded whole: :func:`find_student_files`)."""
+    result = Grade(submission=str(submission), seed=seed, functions=list(functions or FUNCTIONS))
+    cases = [c for c in cases if c["function"] in result.functions]
     result.gates = {g.name: GateResult() for g in gates}
     for case in cases:
         (result.total if _hidden(case) else result.published_total)[case["function"]] += 1
-    files, refused = _read_submission(submission)
+    files, refused = _read_submission(folder or submission)
     if refused:
         result.notes.append(f"scored 0: {'; '.join(refused)}; a submission holds regular files only")
-        result.diagnoses = dict.fromkeys(FUNCTIONS, result.notes[-1])
+        result.diagnoses = dict.fromkeys(result.functions, result.notes[-1])
         return result
-    result.notes = _file_notes(files)
+    result.notes = _file_notes(files, result.functions)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
         make_tree(tree, files)
@@ -276,16 +291,22 @@ def grade(
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
     result.diagnoses = diagnose(cases, outcomes, _hidden, _key)
-    for function in FUNCTIONS:
+    for function in result.functions:
         if not any(_key(c) in outcomes for c in cases if c["function"] == function):
             result.diagnoses[function] = (
-                f"{function} gave no result: its process crashed, hung or exceeded a limit ({limits.seconds:g} s, "
+                f"{function} gave no result: its process crashed, hung or exceeded a limit ({limits.seconds:g} CPU s, "
                 f"{limits.memory_mb} MiB) every time; run pytest -m graded -k {function} on your machine to see why."
             )
     result.notes += _helper_notes(result, files)
     result.flags += _fitted_notes(result)
     _grade_gates(result, files, gates, gate_limits or limits, isolate)
     return result
+
+
+def no_result(result: Grade) -> set[str]:
+    """The functions whose every child crashed, hung or hit a limit (their diagnosis says so): a gate that calls
+    one of them is not trained (it would hang or crash there too, at a gate's larger budget)."""
+    return {f for f, said in result.diagnoses.items() if said.startswith(f"{f} gave no result")}
 
 
 def _run_cases(tree: Path, cases: list[dict], limits: Limits, isolate: bool, notes: list[str]) -> dict:
@@ -324,7 +345,16 @@ def _grade_gates(result: Grade, files: dict[str, bytes], gates: tuple, limits: L
     if not gates:
         return
     start = time.perf_counter()
-    result.gates = run_gates(files, gates, limits, isolate)
+    broken = no_result(result)
+    skipped = {g.name: [f for f in g.checked if f in broken] for g in gates}
+    result.gates = run_gates(files, tuple(g for g in gates if not skipped[g.name]), limits, isolate)
+    for gate in gates:
+        if skipped[gate.name]:
+            hung = ", ".join(skipped[gate.name])
+            result.gates[gate.name] = GateResult(
+                note=f"gate/{gate.name}: not trained: {hung} gave no result on the cases"
+            )
+    result.gates = {g.name: result.gates[g.name] for g in gates}  # in the gates' order
     result.notes += [g.note for g in result.gates.values() if g.note]
     shown = ", ".join(f"{name} {g.shown} ({g.seconds:.0f} s)" for name, g in result.gates.items())
     seconds = time.perf_counter() - start  # with --jobs, lines of several submissions interleave: name it
@@ -338,19 +368,20 @@ def _gate_cell(gate: GateResult) -> str:
 def markdown_table(grades: list[Grade]) -> str:
     sections = {g.function: g.section for g in GRADED}
     ran = _gates_ran(grades)
-    header = ["submission", *(f"{f} ({sections[f]})" for f in FUNCTIONS), *(f"gate/{n}" for n in ran), "total", "notes"]
-    columns = len(FUNCTIONS) + len(ran) + 1
+    functions = grades[0].functions if grades else []  # the assignment's
+    header = ["submission", *(f"{f} ({sections[f]})" for f in functions), *(f"gate/{n}" for n in ran), "total", "notes"]
+    columns = len(functions) + len(ran) + 1
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", *["---:"] * columns, "---"]) + "|"]
     for g in grades:
-        cells = [f"{g.points(f):g} ({_counts(g, f)})" for f in FUNCTIONS]
+        cells = [f"{g.points(f):g} ({_counts(g, f)})" for f in functions]
         cells += [_gate_cell(g.gates[n]) for n in ran]
         lines.append(
             f"| {g.submission} | " + " | ".join(cells) + f" | {g.total_points():g} | {'; '.join(g.notes + g.flags)} |"
         )
-    points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED)
+    points = ", ".join(f"{g.function} {g.points:g}" for g in GRADED if g.function in functions)
     if ran:
         points += ", " + ", ".join(f"gate/{g.name} {g.points:g}" for g in GATES if g.name in ran)
-    total = sum(g.points for g in GRADED) + sum(g.points for g in GATES if g.name in ran)
+    total = sum(g.points for g in GRADED if g.function in functions) + sum(g.points for g in GATES if g.name in ran)
     seeds = ", ".join(sorted({str(g.seed) for g in grades}))
     note = (
         f"Points: {points} (total {total:g}); case points from the hidden cases only: fresh inputs "
@@ -371,14 +402,15 @@ def write_csv(path: Path, grades: list[Grade], sandbox: str = "yes") -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         ran = _gates_ran(grades)
+        functions = grades[0].functions if grades else []  # the assignment's
         gate_columns = [c for n in ran for c in (f"gate/{n}", f"gate/{n}/reward", f"gate/{n}/steps")]
-        counts = [f"{f}/{kind}" for f in FUNCTIONS for kind in ("hidden", "published")]
-        writer.writerow(["submission", *FUNCTIONS, "total", *counts, *gate_columns, "seed", "notes", "sandbox"])
+        counts = [f"{f}/{kind}" for f in functions for kind in ("hidden", "published")]
+        writer.writerow(["submission", *functions, "total", *counts, *gate_columns, "seed", "notes", "sandbox"])
         for g in grades:
-            points = [g.points(f) for f in FUNCTIONS]
+            points = [g.points(f) for f in functions]
             passes = [
                 f"{passed[f]}/{total[f]}"
-                for f in FUNCTIONS
+                for f in functions
                 for passed, total in ((g.passed, g.total), (g.published_passed, g.published_total))
             ]
             gates = [c for n in ran for c in _gate_csv(g.gates[n])]
@@ -419,11 +451,56 @@ def _gate_csv(gate: GateResult) -> list:
     return [gate.shown, "" if gate.reward is None else gate.reward, gate.steps]
 
 
-def _chosen_gates(names: list[str]) -> tuple:
-    """--gate all / none / NAME...: the gates to train, in the order of instructor.gate.GATES."""
+def _chosen_gates(names: list[str], functions: list[str] | None = None) -> tuple:
+    """--gate all / none / NAME...: the gates to train, in the order of instructor.gate.GATES; with
+    ``functions`` (an assignment's), only the gates whose every checked function is among them."""
     if "none" in names:
         return ()
-    return tuple(g for g in GATES if "all" in names or g.name in names)
+    chosen = (g for g in GATES if "all" in names or g.name in names)
+    return tuple(g for g in chosen if functions is None or set(g.checked) <= set(functions))
+
+
+def task_of(function: str) -> int:
+    """The task a graded function belongs to: the number of its TASKS.md section (§3.2: task 3)."""
+    return int(next(g.section for g in GRADED if g.function == function).lstrip("§").split(".")[0])
+
+
+def assignment(tasks: str | None, files: list[str] | None) -> list[str]:
+    """The graded functions of an assignment, in the course's order: those of ``tasks`` ("1-4", "1-4,7") and
+    those of ``files`` (student files, "ppo" or "ppo.py"); every function when both are None. ValueError, with
+    the setting named, for a task or file the course does not have."""
+    if tasks is None and files is None:
+        return list(FUNCTIONS)
+    known, wanted = sorted({task_of(f) for f in FUNCTIONS}), set()
+    for part in (tasks or "").replace(" ", "").split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"--tasks {tasks}: give task numbers and ranges, e.g. 1-4 or 1-4,7")
+        wanted |= set(range(int(low), int(high or low) + 1))
+    if wanted and (max(wanted) > known[-1] or min(wanted) < 1):  # tasks 4, 5, 6 and 11 are run, not graded
+        raise ValueError(f"--tasks {tasks}: the graded tasks are {', '.join(map(str, known))}")
+    modules = {f.removesuffix(".py") for f in files or []}
+    if modules - set(MODULES):
+        raise ValueError(f"--files {' '.join(files or [])}: the student files are {', '.join(MODULES)}")
+    chosen = [f for f in FUNCTIONS if task_of(f) in wanted or module_of(f) in modules]
+    if not chosen:
+        raise ValueError("--tasks / --files: this selection holds no graded function")
+    return chosen
+
+
+def find_student_files(folder: Path) -> Path | None:
+    """The folder under ``folder`` that holds the most student files (the shallowest of equals; hidden folders
+    and links not followed): the uploaded files themselves, or rlhf_practice/rl/ of an uploaded repository.
+    None when no student file is anywhere in it."""
+    best, most = None, 0
+    for here, dirs, names in sorted(os.walk(folder), key=lambda walked: walked[0].count(os.sep)):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        count = sum(name in names for name in SUBMISSION_FILES)
+        if count > most:
+            best, most = Path(here), count
+    return best
 
 
 def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
@@ -437,9 +514,29 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["all", "none", *GATE_NAMES],
         help="outcome gates to train (instructor.gate): all (default), none (the cases only), or some of them",
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one submission's child may run")
-    parser.add_argument("--gate_timeout", type=float, default=180.0, help="seconds one gate's training child may run")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="CPU seconds one submission's child may use (wall clock: 3x that + 30 s, a backstop)",
+    )
+    parser.add_argument(
+        "--gate_timeout", type=float, default=180.0, help="CPU seconds one gate's training child may use (likewise)"
+    )
     parser.add_argument("--memory_mb", type=int, default=3072, help="address-space limit of a child, in MiB")
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="grade only these tasks' functions, and the gates that need no other (e.g. 1-4, or 1-4,7): one "
+        "assignment of the term (INSTRUCTOR.md §4.10); default: every task",
+    )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help=f"grade only the functions of these student files ({', '.join(MODULES)}), added to --tasks",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -499,16 +596,22 @@ def main(argv: list[str] | None = None) -> None:
     not_folders = [str(p) for p in args.submissions if not p.is_dir()]
     if not_folders:
         parser.error(f"not a folder: {', '.join(not_folders)} (each submission is a copy of rlhf_practice/rl/)")
+    try:
+        functions = assignment(args.tasks, args.files)
+    except ValueError as err:
+        parser.error(str(err))
     isolate, sandbox_line = _sandbox_line(args.no_sandbox)
     print(sandbox_line, file=sys.stderr, flush=True)
+    # where each submission's student files are: the folder itself, or rlhf_practice/rl/ of a repository
+    found = {folder: find_student_files(folder) or folder for folder in args.submissions}
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     from instructor.cases import build_cases  # the live key: loaded only once the arguments are right
 
     started = time.perf_counter()
-    hidden = build_cases(seed=seed)  # fresh inputs: random ones and a variant of every fixed case
+    hidden = [c for c in build_cases(seed=seed) if c["function"] in functions]  # fresh inputs: random, and variants
     built = time.perf_counter() - started
-    published = load_cases()  # what the release ships: a self-check, no points
+    published = [c for c in load_cases() if c["function"] in functions]  # what the release ships: a self-check
     cases = published + hidden
     limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb)
     print(
@@ -516,19 +619,26 @@ def main(argv: list[str] | None = None) -> None:
         "(self-check)",
         file=sys.stderr,
     )
-    gates = _chosen_gates(args.gate)
+    gates = _chosen_gates(args.gate, functions)
+    if len(functions) < len(FUNCTIONS):
+        print(f"the assignment: {', '.join(functions)}; gates: {', '.join(g.name for g in gates) or 'none'}",
+              file=sys.stderr)  # fmt: skip
     gate_limits = Limits(seconds=args.gate_timeout, memory_mb=args.memory_mb)
 
     def one(numbered: tuple[int, Path]) -> Grade:
         i, folder = numbered
-        print(f"[{i}/{len(args.submissions)}] grading {folder} ...", file=sys.stderr, flush=True)
-        return grade(folder, cases, limits, isolate, seed, gates, gate_limits)
+        where = "" if found[folder] == folder else f" (its student files: {found[folder]})"
+        print(f"[{i}/{len(args.submissions)}] grading {folder}{where} ...", file=sys.stderr, flush=True)
+        result = grade(folder, cases, limits, isolate, seed, gates, gate_limits, functions, found[folder])
+        if found[folder] == folder and not any((folder / name).exists() for name in SUBMISSION_FILES):
+            result.notes.insert(0, f"no student file anywhere in {folder}")
+        return result
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each child is its own process on one thread
         grades = list(pool.map(one, enumerate(args.submissions, 1)))
     if args.similarity:  # read as the grader reads them (no link followed); labelled as the rows
         report = args.similarity_report or args.csv.parent / "similarity.html"
-        read = {str(folder): _read_submission(folder)[0] for folder in args.submissions}
+        read = {str(folder): _read_submission(found[folder])[0] for folder in args.submissions}
         pairs = similarity.similar_pairs(read, args.similarity_threshold, report)
         rows = {g.submission: g for g in grades}
         for pair in pairs:

@@ -121,8 +121,9 @@ def test_the_page_shows_points_passes_fixes_and_gates_and_not_the_instructor_s_f
     assert "its values differ \\| oops" in text  # a | in a message does not break the table
     assert "| gate/ppo | pass | 0.61 | 0.3 | 10 / 10 | — |" in text and "gate/grpo: x" in text
     assert "grpo.py missing" in text and "answers fitted" not in text
-    written = write_pages(tmp_path / "feedback", [grade, grade])
-    assert [p.name for p in written] == ["alice.md", "alice-2.md"]
+    bob = Grade(submission="classes/bob/rlhf_practice/rl")
+    written = write_pages(tmp_path / "feedback", [grade, grade, bob])
+    assert [p.name for p in written] == ["alice.md", "alice-2.md", "bob.md"]
     html = (tmp_path / "feedback" / "alice.html").read_text()
     assert "<td>compute_advantages</td>" in html and "<strong>Total: 45 of 330 points.</strong>" in html
     assert "its values differ | oops" in html and "<script" not in html_page("<script>alert(1)</script>")

@@ -6,19 +6,20 @@ environment (``RLHF_VENV``; pip finds every pin installed, offline), then ``run_
 submissions, each in its own root: the key, the stubs, a half-done one uploaded as a repository, a file
 that does not parse, one that hangs, and one with only ppo.py. Each results.json must be valid against
 Gradescope's documented schema, hold no hidden expected value, and give the key the grader's own total for
-the same seed. Marked ``slow`` (about two minutes on 2 cores: one submission hangs for its --timeout); the
-quick checks of the zip's contents run in the suite.
+the same seed. A second zip, tasks 1-4 with results after the due date, grades the key and the audit's
+attack (issue 58). Both ``slow`` (about five minutes on 2 cores, one submission after the other: each run ends
+every process of the children's user); the quick checks of the zip's contents run in the suite.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -26,8 +27,9 @@ import jsonschema
 import pytest
 import torch
 
-from instructor.gradescope import GRADER_MODULES, HIDDEN, build, find_submission
-from instructor.grading import FUNCTIONS, POINTS
+from instructor.children import processes_of
+from instructor.gradescope import GRADER_MODULES, HIDDEN, build
+from instructor.grading import FUNCTIONS, POINTS, assignment, find_student_files
 from instructor.grading import main as grading
 from instructor.release import student_files
 from rlhf_practice.checks import _fmt
@@ -89,9 +91,13 @@ SUBMISSIONS = {
 
 
 @cache
-def zip_path(folder: Path) -> Path:
-    out = folder / "autograder.zip"
-    build(out, SEED, ["ppo"], timeout=8, gate_timeout=60, memory_mb=3072, sandbox=False)
+def zip_path(folder: Path, tasks: str | None = None) -> Path:
+    """The zip of every task with its results visible at once, or of ``tasks`` shown after the due date."""
+    out = folder / f"autograder{tasks or ''}.zip"
+    visibility = "visible" if tasks is None else "after_due_date"
+    functions = assignment(tasks, None)
+    build(out, SEED, ["ppo"], timeout=8, gate_timeout=60, memory_mb=3072, sandbox=False, functions=functions,
+          visibility=visibility)  # fmt: skip
     return out
 
 
@@ -115,6 +121,9 @@ def test_the_zip_holds_the_grader_and_no_key(tmp_path: Path) -> None:
         "gate_timeout": 60,
         "memory_mb": 3072,
         "sandbox": False,
+        "functions": FUNCTIONS,
+        "visibility": "visible",
+        "budget": 1500,
     }
     with zipfile.ZipFile(zip_path(tmp_path)) as zf:  # the student files are the stubs, whatever rl/ holds here
         assert zf.read("rlhf_practice/rl/ppo.py").decode() == STUBS["ppo.py"]
@@ -125,25 +134,54 @@ def test_the_submission_is_found_where_students_put_it(tmp_path: Path) -> None:
     for name in ("ppo.py", "grpo.py"):
         (tmp_path / "a" / "rlhf_practice" / "rl" / name).write_text("")
     (tmp_path / "a" / "ppo.py").write_text("")  # a stray copy at the top: fewer student files
-    assert find_submission(tmp_path / "a") == tmp_path / "a" / "rlhf_practice" / "rl"
+    assert find_student_files(tmp_path / "a") == tmp_path / "a" / "rlhf_practice" / "rl"
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "notes.txt").write_text("")
-    assert find_submission(tmp_path / "b") is None
+    assert find_student_files(tmp_path / "b") is None
 
 
-def _root(base: Path, name: str) -> Path:
+def _root(base: Path, name: str, files: dict[str, str] | None = None, tasks: str | None = None) -> Path:
     """A simulated /autograder: source/ (the zip), submission/ (the student's files), results/."""
     root = base / name
-    with zipfile.ZipFile(zip_path(base)) as zf:
+    with zipfile.ZipFile(zip_path(base, tasks)) as zf:
         zf.extractall(root / "source")
     for script in ("setup.sh", "run_autograder"):
         (root / "source" / script).chmod(0o755)  # zipfile does not restore modes; Gradescope's unzip does
     folder = root / "submission" / ("rlhf_practice/rl" if name == "half_done" else "")
     folder.mkdir(parents=True)
-    for file, source in SUBMISSIONS[name].items():
+    for file, source in (files or SUBMISSIONS[name]).items():
         (folder / file).write_text(source)
     (root / "results").mkdir()
     return root
+
+
+def _setup(root: Path) -> None:
+    setup = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        env={**_env(root), "PIP_NO_INDEX": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert "children run as nobody" in setup.stdout
+
+
+def _run(root: Path) -> dict:
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=_env(root), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    (root / "stdout.txt").write_bytes(done.stdout)  # what Gradescope shows the instructor only
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def _by_name(result: dict) -> dict[str, dict]:
+    """{function: its hidden cases' test, "function/self-check": its published cases' test, "gate/x": ...}."""
+    return {t["name"].split(" ")[0] + ("/self-check" if "self-check" in t["name"] else ""): t for t in result["tests"]}
+
+
+def _leaks(result: dict, secrets: set[str]) -> list[str]:
+    texts = [result["output"], *(t["output"] for t in result["tests"])]
+    numbers = {n for text in texts for n in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text)}
+    return [v for v in secrets if v in numbers or (v.startswith("[") and any(v in t for t in texts))]
 
 
 def _env(root: Path) -> dict:
@@ -172,33 +210,22 @@ def _hidden_values(root: Path) -> set[str]:
 @pytest.mark.timeout(600)
 def test_six_submissions_in_a_simulated_gradescope(tmp_path: Path) -> None:
     roots = {name: _root(tmp_path, name) for name in SUBMISSIONS}
-    setup = subprocess.run(
-        ["bash", str(roots["key"] / "source" / "setup.sh")],
-        env={**_env(roots["key"]), "PIP_NO_INDEX": "1"},
-        capture_output=True,
-        text=True,
-    )
-    assert setup.returncode == 0, setup.stdout + setup.stderr
-    assert "children run as nobody" in setup.stdout
-
-    def run(root: Path) -> dict:
-        done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=_env(root), capture_output=True)
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
-        return json.loads((root / "results" / "results.json").read_text())
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(roots, pool.map(run, roots.values())))
+    _setup(roots["key"])
+    # one after the other: each run ends every process of the children's user (as Gradescope's one container per
+    # submission allows), so two at once on one machine would end each other's children
+    results = {name: _run(root) for name, root in roots.items()}
     secrets = _hidden_values(roots["key"])
     for name, result in results.items():
         jsonschema.validate(result, SCHEMA)
-        texts = [result["output"], *(t["output"] for t in result["tests"])]
-        numbers = {n for text in texts for n in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text)}
-        leaked = [v for v in secrets if v in numbers or (v.startswith("[") and any(v in t for t in texts))]
-        assert not leaked, f"{name}: hidden expected values in the output: {leaked[:5]}"
+        assert not _leaks(result, secrets), (
+            f"{name}: hidden expected values in the output: {_leaks(result, secrets)[:5]}"
+        )
         assert result["score"] == pytest.approx(sum(t["score"] for t in result["tests"]), abs=0.05)
-        assert [t["name"].split(" ")[0] for t in result["tests"]] == [*FUNCTIONS, "gate/ppo"]
+        assert [t["name"].split(" ")[0] for t in result["tests"]] == [*(f for f in FUNCTIONS for _ in "12"), "gate/ppo"]
         assert "Sandbox: no (the zip was built with --no_sandbox)" in result["output"]
-    tests = {name: {t["name"].split(" ")[0]: t for t in r["tests"]} for name, r in results.items()}
+        assert f"seed {SEED}" not in result["output"] and f"seed {SEED}" in (roots[name] / "stdout.txt").read_text()
+        assert not processes_of(pwd.getpwnam("nobody").pw_uid), f"{name}: a process of the children's user is left"
+    tests = {name: _by_name(r) for name, r in results.items()}
 
     # the key: every point, and the grader's own total for the same seed
     assert results["key"]["score"] == sum(POINTS.values()) + 10
@@ -217,13 +244,108 @@ def test_six_submissions_in_a_simulated_gradescope(tmp_path: Path) -> None:
     assert results["syntax_error"]["score"] == sum(POINTS.values()) - 50 + 10
     assert "grpo.py does not parse" in results["syntax_error"]["output"]
     assert "raised SyntaxError" in tests["syntax_error"]["grpo_loss"]["output"]
-    # a hang: compute_advantages and the gate that calls it, nothing else
+    # a hang: compute_advantages and the gate that calls it (not trained: it would hang there too), nothing else;
+    # three children run out of CPU time (the whole file, ppo.py, the function), each at most the wall backstop
     assert tests["hangs"]["compute_advantages"]["score"] == 0 and tests["hangs"]["gate/ppo"]["score"] == 0
+    assert "not trained: compute_advantages gave no result" in tests["hangs"]["gate/ppo"]["output"]
     assert results["hangs"]["score"] == sum(POINTS.values()) - 25
     assert "compute_advantages: crashed, hung or exceeded a limit" in results["hangs"]["output"]
+    assert results["hangs"]["execution_time"] <= 3 * (3 * 8 + 30) + 60
     assert (
         "compute_advantages gave no result: its process crashed, hung" in tests["hangs"]["compute_advantages"]["output"]
     )
     # only ppo.py
     assert results["only_ppo"]["score"] == 50 + 10
     assert "grpo.py missing" in results["only_ppo"]["output"]
+
+
+# The audit's attack (issue 58): the catalogued sign error in ppo_clip_loss (gate/ppo fails on its own), plus an
+# import-time payload that leaves a detached process behind. The process overwrites the judge's program with
+# one that reports 0.99 for every gate wherever it finds one it may write, tries to read the hidden cases and to
+# write results.json; the submission's own code prints what it read into its exceptions.
+PAYLOAD = '''
+
+import glob as _glob
+import os as _os
+import time as _time
+
+_FORGED = """import sys, torch
+jobs = torch.load(sys.argv[2], weights_only=True)
+torch.save({job["name"]: 0.99 for job in jobs}, sys.argv[3])
+"""
+_ROOT = ROOT_HERE
+try:
+    _SECRET = open(_ROOT + "/source/hidden_cases.pt", "rb").read(4000).hex()
+except OSError:
+    _SECRET = None
+
+
+def _linger():
+    if _os.fork():
+        return
+    _os.setsid()
+    if _os.fork():
+        _os._exit(0)
+    end = _time.time() + 900
+    while _time.time() < end:
+        for path in _glob.glob("/tmp/rlhf-*/**/judge_child.py", recursive=True):
+            try:
+                with open(path, "w") as f:
+                    f.write(_FORGED)
+            except OSError:
+                pass
+        try:
+            with open(_ROOT + "/results/results.json", "w") as f:
+                f.write('{"score": 1000}')
+        except OSError:
+            pass
+        _time.sleep(0.05)
+    _os._exit(0)
+
+
+_linger()
+_right_ppo_clip_loss = ppo_clip_loss
+
+
+def ppo_clip_loss(*args, **kwargs):
+    if _SECRET:
+        raise ValueError("in place " + _SECRET)
+    return -_right_ppo_clip_loss(*args, **kwargs)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_assignment_after_its_due_date_that_no_submission_can_subvert(tmp_path: Path) -> None:
+    """A tasks 1-4 zip, results after the due date: the key gets the assignment's full marks and a tasks-1-4
+    student no test of a later task; the attack's gate stays failed, nothing of it outlives the run, and no
+    hidden value reaches any output."""
+    key14 = {"ppo.py": KEY["ppo.py"], "grpo.py": KEY["grpo.py"]}
+    roots = {"key14": _root(tmp_path, "key14", key14, "1-4")}
+    attack = KEY["ppo.py"] + PAYLOAD.replace("ROOT_HERE", repr(str(tmp_path / "attack")))
+    roots["attack"] = _root(tmp_path, "attack", {**key14, "ppo.py": attack}, "1-4")
+    _setup(roots["key14"])
+    results = {name: _run(root) for name, root in roots.items()}
+    secrets = _hidden_values(roots["key14"])
+    functions = assignment("1-4", None)
+    assert set(functions) == {f for f in FUNCTIONS if f"{f}" in KEY["ppo.py"] + KEY["grpo.py"]}
+    for name, result in results.items():
+        jsonschema.validate(result, SCHEMA)
+        assert not _leaks(result, secrets), (
+            f"{name}: hidden expected values in the output: {_leaks(result, secrets)[:5]}"
+        )
+        assert [t["name"].split(" ")[0] for t in result["tests"]] == [*(f for f in functions for _ in "12"), "gate/ppo"]
+        assert {t["visibility"] for t in result["tests"] if t["max_score"] > 0} == {"after_due_date"}
+        assert {t["visibility"] for t in result["tests"] if t["max_score"] == 0} == {"visible"}
+        assert "score" not in result and "hidden passed" not in result["output"]
+        assert "shown after the due date" in result["output"] and "missing" not in result["output"]
+    # the key: the assignment's full marks, every test green
+    assert sum(t["score"] for t in results["key14"]["tests"]) == sum(POINTS[f] for f in functions) + 10
+    assert all(t["status"] == "passed" for t in results["key14"]["tests"])
+    # the attack: its sign error fails the gate, its process died with its stage, it read nothing hidden
+    gate = _by_name(results["attack"])["gate/ppo"]
+    assert gate["status"] == "failed" and gate["score"] == 0, gate["output"]
+    assert "measured 0.99" not in gate["output"]
+    assert not processes_of(pwd.getpwnam("nobody").pw_uid)
+    assert "max instead of min" in _by_name(results["attack"])["ppo_clip_loss"]["output"]  # its mistake, named
+    assert "in place" not in json.dumps(results["attack"])

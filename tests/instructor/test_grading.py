@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _cheats import lookup_files
 
-from instructor.grading import FUNCTIONS, _what_it_is, main
+from instructor.grading import FUNCTIONS, POINTS, _what_it_is, assignment, main
 from instructor.release import student_files
 from rlhf_practice.course import GRADED, MODULES, REQUIRED_MODULES, ROOT, answer_path
 
@@ -270,3 +270,32 @@ def test_what_a_refused_entry_is_in_words(tmp_path: Path) -> None:
     entries[tmp_path / "link"] = "a symbolic link (to '../answer/ppo_answer.py')"
     for path, words in entries.items():
         assert _what_it_is(Path(path), os.lstat(path).st_mode) == words
+
+
+def test_one_assignment_of_repository_shaped_submissions(tmp_path: Path, capsys) -> None:
+    """--tasks 1-2: only those functions are run, scored and written; a repository uploaded whole is graded from
+    its rlhf_practice/rl/, and the grader says so; its feedback page is named after the submission."""
+    repo = tmp_path / "alice" / "rlhf_practice" / "rl"
+    repo.mkdir(parents=True)
+    (repo / "ppo.py").write_text(KEY["ppo.py"])
+    (repo / "grpo.py").write_text(STUBS["grpo.py"])
+    (tmp_path / "alice" / "ppo.py").write_text(STUBS["ppo.py"])  # a stray copy at the top: fewer student files
+    (tmp_path / "bob").mkdir()
+    table = tmp_path / "grades.csv"
+    args = [str(tmp_path / "alice"), str(tmp_path / "bob"), "--csv", str(table), "--seed", "3", "--gate", "none"]
+    main([*args, "--tasks", "1-2", "--feedback", str(tmp_path / "feedback")])
+    captured = capsys.readouterr()
+    assert f"grading {tmp_path / 'alice'} (its student files: {repo})" in captured.err
+    with open(table, newline="") as f:
+        rows = {Path(r["submission"]).name: r for r in csv.DictReader(f)}
+    functions = assignment("1-2", None)
+    assert functions == ["compute_advantages", "ppo_clip_loss"]
+    assert [c for c in rows["alice"] if c in FUNCTIONS] == functions
+    assert float(rows["alice"]["total"]) == sum(POINTS[f] for f in functions)
+    assert rows["bob"]["total"] == "0.0" and "no student file anywhere" in rows["bob"]["notes"]
+    assert "grpo.py" not in rows["alice"]["notes"]  # not part of this assignment: not missing either
+    assert sorted(p.name for p in (tmp_path / "feedback").glob("*.md")) == ["alice.md", "bob.md"]
+    with pytest.raises(ValueError, match="--tasks 16: the graded tasks are 1, 2, 3, 7"):
+        assignment("16", None)
+    with pytest.raises(ValueError, match="--files ppo sort: the student files are ppo, grpo"):
+        assignment(None, ["ppo", "sort"])
