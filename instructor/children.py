@@ -30,6 +30,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -77,9 +78,10 @@ class Limits:
         return wall if self.deadline is None else min(wall, self.deadline - time.monotonic())
 
 
-def make_tree(tree: Path, files: dict[str, bytes]) -> None:
+def make_tree(tree: Path, files: dict[str, bytes], programs: tuple[str, ...]) -> None:
     """A package copy whose rl/ holds the submission's ``files`` (none: no student file at all), and the
-    child programs beside it: the only code the child can import."""
+    child ``programs`` beside it (only those its children run: the judge's holds the key's best-of-n
+    functions), the only code the child can import; and :func:`scratch` beside the tree."""
     ignore = shutil.ignore_patterns("__pycache__", "assets")
     shutil.copytree(PACKAGE_DIR, tree / "rlhf_practice", ignore=ignore)
     for name in SUBMISSION_FILES:
@@ -87,8 +89,16 @@ def make_tree(tree: Path, files: dict[str, bytes]) -> None:
         target.unlink(missing_ok=True)
         if name in files:
             target.write_bytes(files[name])
-    for program in PROGRAMS:
+    for program in programs:
         shutil.copyfile(HERE / program, tree / program)
+    scratch(tree).mkdir()
+
+
+def scratch(tree: Path) -> Path:
+    """The one folder a child of ``tree`` may write (its results, its HOME, a gate's runs): beside the tree, in
+    a folder the child's user cannot write, so that it can neither swap the folder for a link nor plant one
+    where the grader writes (the job, the child's output)."""
+    return tree.parent / "scratch"
 
 
 def command(tree: Path, program: str, inputs: Path, results: Path, isolate: bool) -> list[str]:
@@ -102,10 +112,10 @@ def command(tree: Path, program: str, inputs: Path, results: Path, isolate: bool
 def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bool) -> dict | None:
     """Run ``program`` of ``tree`` on ``job`` (saved as it is, for the child to read: the cases' inputs, a
     gate's job, the judge's jobs); its results, or None when it produced none we can read."""
-    work = tree.parent
+    work, writable = tree.parent, scratch(tree)
     if limits.wall_seconds <= 0:  # the submission's budget is spent: nothing more of it runs
         return None
-    inputs, results = work / "inputs.pt", work / f"results-{random.randrange(10**9)}.pt"
+    inputs, results = work / "inputs.pt", writable / f"results-{random.randrange(10**9)}.pt"
     torch.save(job, inputs)
 
     # The limits, set by util-linux's prlimit just before it execs the child (inherited by all it starts):
@@ -113,14 +123,19 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
     cpu = int(limits.seconds) + 1
     prlimit = ["prlimit", f"--as={limits.memory_mb * 2**20}", f"--cpu={cpu}"]
     prlimit += [f"--fsize={limits.output_mb * 2**20}", "--core=0", "--"]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(writable), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     user = {}
     if limits.user is not None:
+        # The child's user may enter the work folder and read the tree and the job, and write only its scratch
+        # folder. No process of that user is alive now (each child's are ended), so nothing can swap an entry
+        # of scratch for a link while it is handed over; links are not followed.
         uid, gid = limits.user
-        for folder, _, names in os.walk(work):
+        os.chmod(work, 0o711)
+        for folder, _, names in os.walk(writable):
             for path in (folder, *(os.path.join(folder, n) for n in names)):
                 os.chown(path, uid, gid, follow_symlinks=False)
         user = {"user": uid, "group": gid, "extra_groups": []}
+        prlimit.insert(-1, "--nproc=1024")  # per user: a fork loop stops there (threads count too)
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
             [*prlimit, *command(tree, program, inputs, results, isolate)],
@@ -141,8 +156,9 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
         finally:
             if limits.user is not None:
                 end_processes(limits.user[0])
-    try:
-        loaded = torch.load(results, weights_only=True)
+    try:  # a regular file of the scratch folder, not a link or a pipe the child left in its place
+        with open(os.open(results, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            loaded = torch.load(f, weights_only=True) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
     except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
         return None
     finally:
@@ -151,14 +167,18 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
 
 
 def _uids(pid: str) -> set[int]:
-    """The real, effective, saved and file-system user ids of a live process (none for a zombie or one gone)."""
+    """The real, effective, saved and file-system user ids of a live process (none for one gone, or one whose
+    every thread is dead: a zombie waiting to be reaped; a process whose first thread exited while others run
+    shows as a zombie too, and counts as live)."""
     try:
         status = Path("/proc", pid, "status").read_text()
-    except OSError:
+        states = [Path("/proc", pid, "task", t, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                  for t in os.listdir(Path("/proc", pid, "task"))]  # fmt: skip
+    except (OSError, IndexError):
+        return set()
+    if all(state in "ZX" for state in states):
         return set()
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    if fields.get("State", "").strip().startswith("Z"):
-        return set()  # dead already, waiting to be reaped: nothing left to end
     return {int(u) for u in fields.get("Uid", "").split()}
 
 

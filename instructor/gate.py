@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from instructor import sandbox
-from instructor.children import GATE, JUDGE, Limits, make_tree, run_child
+from instructor.children import GATE, JUDGE, Limits, make_tree, run_child, scratch
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
 
 GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
@@ -55,6 +55,7 @@ JUDGE_SEED = 12345  # the judge's prompts and sampling: never a training seed
 JUDGE_PROMPTS = 128  # replies the judge samples and scores per policy (two batches of 64)
 SCRIPTS = ("train_ppo.py", "train_grpo.py", "train_dpo.py", "train_reward_model.py")  # what a gate child runs (copied)
 MAX_POLICY_MB = 64  # a saved file larger than this is not a tiny policy: the gate fails
+JUDGE_RESERVE = 240  # seconds of a submission's budget kept for the judge (all nine gates: about 30 s)
 STATUSES = ("trained", "stub", "missing", "broken", "failed")  # what a gate child may report
 
 
@@ -212,8 +213,38 @@ def _best_of_n_settings(gate: Gate, seed: int) -> dict | None:
     return {**BEST_OF_N, "size": gate.steps, "seed": seed} if gate.judged == "best_of_n" else None
 
 
-def _copy_weights(src: Path, dst: Path) -> bool:
-    """Copy a regular file of at most MAX_POLICY_MB, without following links; False if it is not one."""
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` resolves to a place inside ``folder`` (no component of it is a link leading out)."""
+    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+
+
+# What a gate child's status is told: the grader's words, never the child's own (it runs the submission's code,
+# which holds the hidden inputs of the cases run before it), naming at most one of the gate's own functions.
+STATUS_WORDS = {
+    "stub": "is a stub",
+    "missing": "is missing from its file",
+    "broken": "raises an error on a tiny input",
+}
+
+
+def _status_note(gate: Gate, report: dict) -> str:
+    """The note of a gate whose child did not train to the end, in fixed words (see STATUS_WORDS)."""
+    said = str(report.get("note", ""))
+    function = next((f for f in gate.checked if said.startswith(f"{f} ")), None)
+    if report["status"] in STATUS_WORDS and function:
+        return f"{function} {STATUS_WORDS[report['status']]}"
+    if report["status"] == "missing":
+        return "a file it needs is missing"
+    return {"stub": "a function it needs is a stub", "broken": "a function it needs fails on a tiny input"}.get(
+        report["status"], "the training run stopped before its last step"
+    )
+
+
+def _copy_weights(src: Path, dst: Path, within: Path | None = None) -> bool:
+    """Copy a regular file of at most MAX_POLICY_MB, without following links (no component of ``src`` may
+    lead out of ``within``); False if it is not one."""
+    if within is not None and not _inside(src, within):
+        return False
     try:
         with open(os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
             info = os.fstat(f.fileno())
@@ -252,7 +283,10 @@ def run_gates(
     with tempfile.TemporaryDirectory(prefix="rlhf-gate-") as work:
         work = Path(work)
         tree = work / "tree"
-        make_tree(tree, files)
+        make_tree(tree, files, (GATE,))
+        runs = scratch(tree) / "runs"  # where the gate children write their runs
+        # Training stops JUDGE_RESERVE seconds before the submission's deadline: the judge, last, still runs.
+        train_limits = limits if limits.deadline is None else replace(limits, deadline=limits.deadline - JUDGE_RESERVE)
         add_gate_files(tree)
         judge_jobs = []
         for gate in gates:
@@ -260,19 +294,22 @@ def run_gates(
             if missing:
                 results[gate.name].note = f"gate/{gate.name}: {', '.join(missing)} missing"
                 continue
-            out = work / "runs" / gate.name
+            out = runs / gate.name
             job = {
                 "functions": list(gate.checked),
                 "command": list(gate.command),
-                "argv": gate.argv(seed, str(work / "runs")),
+                "argv": gate.argv(seed, str(runs)),
                 "lecture": _lecture_settings(gate, seed),
                 "best_of_n": _best_of_n_settings(gate, seed),
                 "out": str(out / (gate.kept or "model.pt")),
             }
+            if not _inside(out, runs.parent):  # an earlier child made runs/ a link: nothing of this gate is kept
+                results[gate.name].note = f"gate/{gate.name}: its run folder was replaced by a link"
+                continue
             if gate.kept:
                 out.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            report = run_child(tree, GATE, job, limits, isolate)
+            report = run_child(tree, GATE, job, train_limits, isolate)
             result = results[gate.name]
             result.seconds = round(time.perf_counter() - start, 1)
             if not isinstance(report, dict) or report.get("status") not in STATUSES:
@@ -280,7 +317,7 @@ def run_gates(
                 continue
             result.steps = report["steps"] if type(report.get("steps")) is int else _steps_logged(out / "metrics.csv")
             if report["status"] != "trained":
-                result.note = f"gate/{gate.name}: {str(report.get('note', ''))[:200] or report['status']}"
+                result.note = f"gate/{gate.name}: {_status_note(gate, report)}"
                 if report["status"] != "failed":
                     continue  # nothing trained: nothing to judge
             judge_jobs.append((gate, out))
@@ -297,7 +334,8 @@ def run_gates(
                 if not result.passed and not result.note:
                     result.note = gate.shortfall(score)
             elif not result.note:
-                result.note = f"gate/{gate.name}: no policy to judge ({score or 'none saved'})"
+                why = "none saved" if score is None else "the saved one could not be loaded or measured"
+                result.note = f"gate/{gate.name}: no policy to judge ({why})"
     return results
 
 
@@ -307,16 +345,19 @@ def _judge(
     """Measure each saved policy in a child that holds no student file: {gate name: score or error text}.
     ``seed``: the gates' (gate/best_of_n's judge draws the pool its gate child drew)."""
     tree = work / "tree"
-    make_tree(tree, {})
+    make_tree(tree, {}, (GATE, JUDGE))  # the judge draws gate/best_of_n's pool with the gate child's function
     add_gate_files(tree)
     inputs = []
     for gate, out in jobs:
         dst = work / "policies" / gate.name
         if gate.kept:
-            ok = _copy_weights(out / gate.kept, dst / gate.kept)
+            ok = _copy_weights(out / gate.kept, dst / gate.kept, within=out.parent.parent)  # the gates' scratch
             path, kind = dst / gate.kept, "lecture" if gate.command[0] == "-m" else gate.judged
         else:
-            ok = all(_copy_weights(out / gate.saved / f, dst / f) for f in ("config.json", "model.safetensors"))
+            ok = all(
+                _copy_weights(out / gate.saved / f, dst / f, within=out.parent.parent)
+                for f in ("config.json", "model.safetensors")
+            )
             path, kind = dst, gate.judged
         if ok:
             job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}

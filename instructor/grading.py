@@ -286,8 +286,18 @@ def grade(
     result.notes = _file_notes(files, result.functions)
     with tempfile.TemporaryDirectory(prefix="rlhf-grading-") as work:
         tree = Path(work) / "tree"
-        make_tree(tree, files)
-        outcomes = _run_cases(tree, cases, limits, isolate, result.notes)
+        make_tree(tree, files, (CASES,))
+        # The published cases first, in children of their own: what they print reaches the student as it is (the
+        # message pytest prints), and no child before them has held a hidden input it could have put there.
+        # A function that gave no result on any published case (it crashed or hung every time) is not run on the
+        # hidden ones: it would only hang again, three timeouts more.
+        published = [c for c in cases if not _hidden(c)]
+        outcomes = _run_cases(tree, published, limits, isolate, result.notes)
+        dead = {c["function"] for c in published} - {c["function"] for c in published if _key(c) in outcomes}
+        hidden = [c for c in cases if _hidden(c) and c["function"] not in dead]
+        outcomes.update(_run_cases(tree, hidden, limits, isolate, result.notes))
+    result.notes = list(dict.fromkeys(result.notes))  # a function that failed in both runs: one note
+    outcomes = {key: outcome for key, outcome in outcomes.items() if _valid(outcome)}  # forged ones count as none
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
     result.diagnoses = diagnose(cases, outcomes, _hidden, _key)

@@ -86,7 +86,12 @@ def test_a_hidden_failure_is_told_by_kind_and_the_student_code_s_words_are_not_s
         raise ValueError(f"my inputs were {rewards.tolist()}")
 
     said = hidden_diagnosis(case, run_case(leaky, case))
-    assert "raised ValueError on a hidden input (" in said and secret not in said and "my inputs" not in said
+    assert (
+        "raised an exception on a hidden input (" in said
+        and "ValueError" not in said
+        and secret not in said
+        and "my inputs" not in said
+    )
 
     def shaped(rewards, group_size, normalize=True, eps=1e-8):
         return rewards.view(-1, group_size)
@@ -158,9 +163,7 @@ def test_text_the_submission_controls_never_reaches_a_hidden_diagnosis() -> None
     for fn in (named_by_inputs, wordy, wordy_error):
         said = hidden_diagnosis(case, run_case(fn, case))
         assert secret not in said and "[" not in said, said
-    assert "raised an exception of its own class on a hidden input" in hidden_diagnosis(
-        case, run_case(named_by_inputs, case)
-    )
+    assert "raised an exception on a hidden input" in hidden_diagnosis(case, run_case(named_by_inputs, case))
     assert "returns something other than a torch.Tensor" in hidden_diagnosis(case, run_case(wordy, case))
 
     _, hidden = cases("compute_rloo_advantages")

@@ -19,6 +19,7 @@ import pwd
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -27,7 +28,7 @@ import jsonschema
 import pytest
 import torch
 
-from instructor.children import processes_of
+from instructor.children import CASES, GATE, JUDGE, Limits, make_tree, processes_of, run_child
 from instructor.gradescope import GRADER_MODULES, HIDDEN, build
 from instructor.grading import FUNCTIONS, POINTS, assignment, find_student_files
 from instructor.grading import main as grading
@@ -349,3 +350,51 @@ def test_an_assignment_after_its_due_date_that_no_submission_can_subvert(tmp_pat
     assert not processes_of(pwd.getpwnam("nobody").pw_uid)
     assert "max instead of min" in _by_name(results["attack"])["ppo_clip_loss"]["output"]  # its mistake, named
     assert "in place" not in json.dumps(results["attack"])
+
+
+# A child that tries what a submission could on Gradescope's path (issue 58's review): write where the grader
+# writes, leave its results as a link to a file only root may read, leave a detached process and a process whose
+# first thread exited while another runs (it shows as a zombie).
+EVIL_CHILD = """
+import ctypes, os, sys, threading, time
+tree, inputs, results = sys.argv[1:]
+work = os.path.dirname(tree)
+print("STARTED as", os.getuid(), flush=True)
+for name in ("child_output.txt", "inputs.pt", "planted.txt"):
+    try:
+        open(os.path.join(work, name), "a").write("x")
+        print("WROTE", name, flush=True)
+    except OSError:
+        pass
+os.symlink("/etc/shadow", results)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+if os.fork() == 0:
+    threading.Thread(target=time.sleep, args=(600,)).start()
+    ctypes.CDLL(None).pthread_exit(None)
+time.sleep(0.5)  # until that first thread has exited: the process is a zombie with a live thread
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the children run as another user")
+def test_a_child_as_another_user_cannot_write_where_the_grader_does_or_outlive_its_stage(tmp_path: Path) -> None:
+    nobody = pwd.getpwnam("nobody")
+    with tempfile.TemporaryDirectory(prefix="rlhf-test-") as work:  # in /tmp, as the grader's: the user can enter
+        os.chmod(work, 0o755)
+        tree = Path(work) / "tree"
+        make_tree(tree, {}, (CASES,))
+        assert not (tree / JUDGE).exists() and not (tree / GATE).exists()  # the judge's key stays out of it
+        (tree / CASES).write_text(EVIL_CHILD)
+        limits = Limits(seconds=20, memory_mb=3072, user=(nobody.pw_uid, nobody.pw_gid))
+        assert run_child(tree, CASES, [], limits, isolate=False) is None  # its results: a link, not read
+        output = tree.parent / "child_output.txt"
+        said = output.read_text()
+        assert f"STARTED as {nobody.pw_uid}" in said, said
+        assert "WROTE" not in said and not output.is_symlink() and output.stat().st_uid == 0
+        assert not (tree.parent / "planted.txt").exists()
+    threads = subprocess.run(["ps", "-eLo", "uid=,stat="], capture_output=True, text=True).stdout.split("\n")
+    live = [t for t in threads if t.split() and int(t.split()[0]) == nobody.pw_uid and not t.split()[1].startswith("Z")]
+    assert not live, f"threads of the children's user still run: {live}"  # ps, not the grader's own /proc reading
