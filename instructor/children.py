@@ -91,7 +91,20 @@ def make_tree(tree: Path, files: dict[str, bytes], programs: tuple[str, ...]) ->
             target.write_bytes(files[name])
     for program in programs:
         shutil.copyfile(HERE / program, tree / program)
+    readable(tree)
     scratch(tree).mkdir()
+
+
+def readable(folder: Path) -> None:
+    """Make ``folder`` readable by every user and writable by its owner only (files 0644, folders 0755): the
+    children's user reads the tree it does not own, whatever modes its sources had (an unzipped autograder's
+    files can be private to root)."""
+    for here, _, names in os.walk(folder):
+        os.chmod(here, 0o755)
+        for name in names:
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o644)
 
 
 def scratch(tree: Path) -> Path:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from instructor import sandbox
-from instructor.children import GATE, JUDGE, Limits, make_tree, run_child, scratch
+from instructor.children import GATE, JUDGE, Limits, make_tree, readable, run_child, scratch
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
 
 GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
@@ -267,12 +267,14 @@ def _steps_logged(metrics: Path) -> int:
 
 
 def add_gate_files(tree: Path) -> None:
-    """What a gate child needs beside the package copy: the training scripts and the tiny assets."""
+    """What a gate child needs beside the package copy: the training scripts and the tiny assets (readable by
+    the children's user, as the rest of the tree)."""
     for script in SCRIPTS:
         shutil.copy2(ROOT / script, tree / script)
     assets = tree / "rlhf_practice" / "assets"
     if not assets.exists():
         shutil.copytree(ROOT / "rlhf_practice" / "assets", assets)
+    readable(tree)
 
 
 def run_gates(

@@ -192,8 +192,10 @@ def build(
                 info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
                 info.external_attr = (stat.S_IFREG | 0o755) << 16
                 zf.writestr(info, text)
-            for name, data in sorted(files.items()):
-                zf.writestr(name, data)
+            for name, data in sorted(files.items()):  # readable by all (unzip keeps these modes)
+                info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+                info.external_attr, info.compress_type = (stat.S_IFREG | 0o644) << 16, zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
     return len(hidden)
 
 
