@@ -146,10 +146,10 @@ def _root(base: Path, name: str, files: dict[str, str] | None = None, tasks: str
     root = base / name
     with zipfile.ZipFile(zip_path(base, tasks)) as zf:
         zf.extractall(root / "source")
-    for here, _, names in os.walk(root / "source"):  # the strictest an unzip could leave them: root's alone
+    for here, _, entries in os.walk(root / "source"):  # the strictest an unzip could leave them: root's alone
         os.chmod(here, 0o700)
-        for name in names:
-            os.chmod(os.path.join(here, name), 0o600)
+        for entry in entries:
+            os.chmod(os.path.join(here, entry), 0o600)
     for script in ("setup.sh", "run_autograder"):
         (root / "source" / script).chmod(0o755)  # zipfile does not restore modes; Gradescope's unzip does
     folder = root / "submission" / ("rlhf_practice/rl" if name == "half_done" else "")
