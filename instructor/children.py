@@ -152,7 +152,7 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
     with open(work / "child_output.txt", "wb") as out:
         proc = subprocess.Popen(
             [*prlimit, *command(tree, program, inputs, results, isolate)],
-            cwd=work,
+            cwd=writable,  # relative paths a run writes (pairs, caches) land in the scratch folder
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
