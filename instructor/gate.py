@@ -271,10 +271,11 @@ def add_gate_files(tree: Path) -> None:
     the children's user, as the rest of the tree)."""
     for script in SCRIPTS:
         shutil.copy2(ROOT / script, tree / script)
+        os.chmod(tree / script, 0o644)
     assets = tree / "rlhf_practice" / "assets"
     if not assets.exists():
         shutil.copytree(ROOT / "rlhf_practice" / "assets", assets)
-    readable(tree)
+    readable(assets)  # the rest of the tree is already (make_tree)
 
 
 def run_gates(
@@ -351,15 +352,12 @@ def _judge(
     add_gate_files(tree)
     inputs = []
     for gate, out in jobs:
-        dst = work / "policies" / gate.name
+        dst, within = work / "policies" / gate.name, out.parent.parent  # within: the gates' scratch folder
         if gate.kept:
-            ok = _copy_weights(out / gate.kept, dst / gate.kept, within=out.parent.parent)  # the gates' scratch
+            ok = _copy_weights(out / gate.kept, dst / gate.kept, within)
             path, kind = dst / gate.kept, "lecture" if gate.command[0] == "-m" else gate.judged
         else:
-            ok = all(
-                _copy_weights(out / gate.saved / f, dst / f, within=out.parent.parent)
-                for f in ("config.json", "model.safetensors")
-            )
+            ok = all(_copy_weights(out / gate.saved / f, dst / f, within) for f in ("config.json", "model.safetensors"))
             path, kind = dst, gate.judged
         if ok:
             job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}

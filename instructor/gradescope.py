@@ -187,14 +187,12 @@ def build(
             "run_autograder": RUN_AUTOGRADER,
         }
         out.parent.mkdir(parents=True, exist_ok=True)
+        entries = [(name, text.encode(), 0o755) for name, text in scripts.items()]  # run as they are
+        entries += [(name, data, 0o644) for name, data in sorted(files.items())]  # readable by all
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, text in scripts.items():  # executable: Gradescope runs them as they are
+            for name, data, mode in entries:  # the modes are kept by unzip
                 info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-                info.external_attr = (stat.S_IFREG | 0o755) << 16
-                zf.writestr(info, text)
-            for name, data in sorted(files.items()):  # readable by all (unzip keeps these modes)
-                info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-                info.external_attr, info.compress_type = (stat.S_IFREG | 0o644) << 16, zipfile.ZIP_DEFLATED
+                info.external_attr, info.compress_type = (stat.S_IFREG | mode) << 16, zipfile.ZIP_DEFLATED
                 zf.writestr(info, data)
     return len(hidden)
 
