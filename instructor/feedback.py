@@ -127,10 +127,12 @@ def _cell(text: str) -> str:
 
 
 def fix(grade, function: str) -> str:
-    """What to fix in ``function``: its diagnosis; where it fails cases without one, that only all-zero answers
-    (or errors) pass; "" when it passes everything."""
+    """What to fix in ``function``: why its points are capped, if they are (its result cannot train), then its
+    diagnosis; where it fails cases without one, that only all-zero answers (or errors) pass; "" when it passes
+    everything."""
+    capped = grade.capped(function) + " " if grade.capped(function) else ""
     if function in grade.diagnoses:
-        return grade.diagnoses[function]
+        return capped + grade.diagnoses[function]
     if grade.passed[function] < grade.total[function]:
         return (
             "it gets right only cases whose answer is all zeros (or an error); returning zeros or raising is not an "

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import math
 import os
 import random
 import stat
@@ -64,7 +65,8 @@ from instructor import sandbox
 from instructor.children import CASES, SUBMISSION_FILES, Limits, make_tree, run_child
 from instructor.feedback import diagnose, write_pages
 from instructor.gate import GATE_NAMES, GATES, GateResult, run_gates
-from rlhf_practice.checks import blame_helpers, check_case, graded_callees, load_cases
+from instructor.mistakes import wrong_variants
+from rlhf_practice.checks import _close, blame_helpers, check_case, graded_callees, load_cases
 from rlhf_practice.course import GRADED, MODULES, graded, module_of
 
 FUNCTIONS = [g.function for g in GRADED]
@@ -76,6 +78,10 @@ HIDDEN_PREFIX = "hidden_"  # the ids of instructor.cases.build_cases(seed=...): 
 # cases they vary. (A lookup table of the published values passes all but their gradient cases: 26/29 of
 # ppo_clip_loss's.)
 FITTED_PUBLISHED = 0.75
+# A function whose result cannot train on some hidden case (:func:`stops_training`) keeps at most this share of
+# its points, whatever share of the cases it passes: an output the training loop cannot learn from is not 90 %
+# of an implementation (INSTRUCTOR.md §4.3).
+STOPPED = 0.25
 
 
 @dataclass
@@ -100,6 +106,8 @@ class Grade:
     # The graded functions of this assignment (--tasks / --files), in the course's order: the others are not
     # run, scored or shown
     functions: list[str] = field(default_factory=lambda: list(FUNCTIONS))
+    # {function: why its result cannot train, in fixed words}: its points are capped at STOPPED of its maximum
+    stopped: dict[str, str] = field(default_factory=dict)
 
     def max_score(self) -> float:
         """The assignment's full marks: its functions' points and those of the gates it ran."""
@@ -109,8 +117,18 @@ class Grade:
         return POINTS[function]
 
     def points(self, function: str) -> float:
+        if not self.total[function]:
+            return 0.0
+        share = self.passed[function] / self.total[function]
+        return round(POINTS[function] * (min(share, STOPPED) if function in self.stopped else share), 1)
+
+    def capped(self, function: str) -> str:
+        """Why ``function``'s points are capped (its result cannot train on a hidden case), in fixed words; ""."""
+        if function not in self.stopped:
+            return ""
         return (
-            round(POINTS[function] * self.passed[function] / self.total[function], 1) if self.total[function] else 0.0
+            f"Points capped at {STOPPED:.0%} of the function's: {self.stopped[function]}, so a training run could not "
+            "learn from it."
         )
 
     def gate_points(self, name: str) -> float:
@@ -227,6 +245,71 @@ def _count_passes(cases: list[dict], outcomes: dict) -> dict[str, int]:
     return counts
 
 
+def _nonfinite(value: object) -> bool:
+    """Whether a result (a tensor, a float, or a list of them) holds NaN or inf."""
+    parts = value if type(value) is list else [value]
+    return any(
+        (type(t) is float and not math.isfinite(t))
+        or (type(t) is torch.Tensor and t.is_floating_point() and not bool(torch.isfinite(t).all()))
+        for t in parts
+    )
+
+
+def stops_training(case: dict, result: dict) -> str | None:
+    """Why ``result`` (a function's on ``case``, which it fails) is one a training loop cannot learn from, in the
+    grader's fixed words (it may be a hidden case's); None if it is merely wrong. Stopping are: NaN or inf where
+    the answer is finite, or where an error is promised (RLOO's K = 1); no gradient, or an all-zero one, where
+    the contract promises one, or NaN in it; a value or gradient that matches a catalogued mistake marked
+    ``stops_training`` (a detached importance ratio whose loss still has its KL term's gradient)."""
+    if not _valid(result) or result["error"]:
+        return None
+    output = result["output"]
+    if case.get("raises"):
+        return "it returns NaN or inf where it must raise an error" if _nonfinite(output) else None
+    if _nonfinite(output) and not _nonfinite(case["expected"]):
+        return "it returns NaN or inf where the answer is finite"
+    for arg, grad in case["grads"].items():
+        if not bool(grad["expected"].abs().sum() > 0):
+            continue
+        got = result["grads"].get(arg)
+        if type(got) is torch.Tensor and _nonfinite(got) and not _nonfinite(grad["expected"]):
+            return f"its gradient w.r.t. {arg} holds NaN or inf"
+        if not result["requires_grad"] or type(got) is not torch.Tensor or not bool(got.abs().sum() > 0):
+            return f"no gradient reaches {arg}, which the result must train"
+    marked = {v.diagnosis for v in wrong_variants(case["function"]) if v.stops_training}
+    for diagnosis in marked:
+        wrong = case["mistakes"].get(diagnosis)
+        if wrong is not None and _matches(output, wrong):
+            return "it makes a mistake that removes the gradient the function exists for"
+        for arg, grad in case["grads"].items():
+            wrong = grad["mistakes"].get(diagnosis)
+            if wrong is not None and _matches(result["grads"].get(arg), wrong):
+                return "it makes a mistake that removes the gradient the function exists for"
+    return None
+
+
+def _matches(got: object, wrong: object) -> bool:
+    got, wrong = (got, wrong) if type(wrong) is list else ([got], [wrong])
+    return (
+        type(got) is list
+        and len(got) == len(wrong)
+        and all(type(a) is torch.Tensor and _close(a, b, b.dtype) for a, b in zip(got, wrong))
+    )
+
+
+def _stopped(cases: list[dict], outcomes: dict) -> dict[str, str]:
+    """{function: why} for each function with a hidden case whose result stops training (:func:`stops_training`)."""
+    stopped: dict[str, str] = {}
+    for case in cases:
+        outcome = outcomes.get(_key(case))
+        if case["function"] in stopped or outcome is None or check_case(case, outcome) is None:
+            continue
+        why = stops_training(case, outcome)
+        if why:
+            stopped[case["function"]] = why
+    return stopped
+
+
 def _helper_notes(result: Grade, files: dict[str, bytes]) -> list[str]:
     """For each function that fails hidden cases and calls a graded function of its own file that fails
     hidden cases too, a note naming that helper first (rlhf_practice.checks.blame_helpers, as pytest says it)."""
@@ -300,6 +383,7 @@ def grade(
     outcomes = {key: outcome for key, outcome in outcomes.items() if _valid(outcome)}  # forged ones count as none
     result.passed = _count_passes([c for c in cases if _hidden(c)], outcomes)
     result.published_passed = _count_passes([c for c in cases if not _hidden(c)], outcomes)
+    result.stopped = _stopped([c for c in cases if _hidden(c)], outcomes)
     result.diagnoses = diagnose(cases, outcomes, _hidden, _key)
     for function in result.functions:
         if not any(_key(c) in outcomes for c in cases if c["function"] == function):

@@ -56,6 +56,9 @@ class Variant:
     name: str  # its Python function's name
     fn: Callable  # the variant itself, called in place of the key's function
     diagnosis: str = ""  # wrong only: words the failure message must contain
+    # wrong only: the mistake leaves nothing that trains (the gradient the loss exists for is lost) although its
+    # result has a gradient and finite values: the grader caps the function's points (instructor.grading.STOPPED)
+    stops_training: bool = False
 
 
 _VARIANTS: list[Variant] = []  # as registered: a book module registers its variants when it is imported
@@ -93,7 +96,9 @@ def _parameters(fn: Callable) -> list[tuple]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
 
-def _register(function: str, verdict: str, diagnosis: str = "", defaults: dict | None = None) -> Callable:
+def _register(
+    function: str, verdict: str, diagnosis: str = "", defaults: dict | None = None, stops_training: bool = False
+) -> Callable:
     def register(fn: Callable) -> Callable:
         key = getattr(KEY.module(module_of(function)), function)
         expected = [(n, k, (defaults or {}).get(n, d)) for n, k, d in _parameters(key)]
@@ -108,17 +113,21 @@ def _register(function: str, verdict: str, diagnosis: str = "", defaults: dict |
             raise ValueError(f"variant {fn.__name__} of {function} belongs in {book}, not {fn.__module__}")
         if any(v.name == fn.__name__ for v in _VARIANTS):
             raise ValueError(f"two variants are named {fn.__name__}")
-        _VARIANTS.append(Variant(function, verdict, fn.__name__, fn, diagnosis))
+        _VARIANTS.append(Variant(function, verdict, fn.__name__, fn, diagnosis, stops_training))
         return fn
 
     return register
 
 
-def wrong(function: str, diagnosis: str, defaults: dict | None = None) -> Callable[[Callable], Callable]:
+def wrong(
+    function: str, diagnosis: str, defaults: dict | None = None, stops_training: bool = False
+) -> Callable[[Callable], Callable]:
     """Catalogue a mistake in ``function``: the graded cases must fail it, naming ``diagnosis``.
     ``defaults``: {parameter: the wrong default the variant declares} for a mistake in a stated default;
-    every other parameter as the key's."""
-    return _register(function, "wrong", diagnosis, defaults)
+    every other parameter as the key's. ``stops_training``: what it returns cannot train the model although it
+    is finite and carries a gradient (a result that matches it on a hidden case caps the function's points, as
+    the generic failures that stop training do: :func:`instructor.grading.stops_training`)."""
+    return _register(function, "wrong", diagnosis, defaults, stops_training)
 
 
 def right(function: str) -> Callable[[Callable], Callable]:
