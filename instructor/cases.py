@@ -43,19 +43,25 @@ def _differs(a, b) -> bool:
     # float64: as tight as the check's tolerance (rlhf_practice.checks._close), so that a mistake the check
     # tells apart in float64 alone (e.g. the epsilon inside a square root) is recorded, and named
     tol = {"rtol": 1e-5, "atol": 1e-6} if b[0].dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-12}
-    return any(x.shape != y.shape or not torch.allclose(x, y, **tol) for x, y in zip(a, b))
+    return any(x.shape != y.shape or not torch.allclose(x.to(y.dtype), y, **tol) for x, y in zip(a, b))
 
 
-def _plain_like(got, expected) -> bool:
+def _plain_like(got, expected, any_float: tuple[int, ...] = ()) -> bool:
     """A result of the expected structure, shapes and dtypes: one the generic checks do not stop before
-    the values are compared (NaN included: a NaN that a mistake makes is recorded, so that it is named)."""
+    the values are compared (NaN included: a NaN that a mistake makes is recorded, so that it is named). The
+    parts at ``any_float`` may have any floating dtype."""
     if isinstance(expected, float):
         return type(got) is float
     got, expected = (got, expected) if isinstance(expected, list) else ([got], [expected])
     return (
         isinstance(got, list)
         and len(got) == len(expected)
-        and all(type(g) is torch.Tensor and g.shape == e.shape and g.dtype == e.dtype for g, e in zip(got, expected))
+        and all(
+            type(g) is torch.Tensor
+            and g.shape == e.shape
+            and (g.dtype == e.dtype or (i in any_float and g.is_floating_point()))
+            for i, (g, e) in enumerate(zip(got, expected))
+        )
     )
 
 
@@ -64,7 +70,8 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
 
     A function that returns a tuple gets ``outputs`` (the names of its parts); its ``expected`` and
     each mistake are then lists of tensors. ``raises="ValueError"``: the key raises it on ``args``, and
-    so must the function under test (``expected`` is None).
+    so must the function under test (``expected`` is None). ``any_float``: the names of the parts (of
+    ``outputs``) whose dtype the contract leaves free among the floating ones (a metric beside a loss).
     """
     module = module_of(function)
     kwargs = kwargs or {}
@@ -100,6 +107,8 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
         "outputs": outputs,
         "raises": raises,
     }
+    if "any_float" in extra:
+        case["any_float"] = extra.pop("any_float")
     assert not extra, extra
     if _DIAGNOSES.get():
         _add_catalogued_mistakes(case)
@@ -120,7 +129,8 @@ def _add_catalogued_mistakes(case: dict) -> None:
             warnings.simplefilter("ignore")
             result = run_case(variant.fn, case)
         got = result["output"]
-        if result["error"] or not _plain_like(got, case["expected"]) or result["modes"] != case["modes"]:
+        free = tuple(case["outputs"].index(name) for name in case.get("any_float", ()))
+        if result["error"] or not _plain_like(got, case["expected"], free) or result["modes"] != case["modes"]:
             continue  # the generic checks tell these (a model left in another mode: whatever its dropout drew)
         if _differs(got, case["expected"]):
             case["mistakes"].setdefault(variant.diagnosis, got)

@@ -26,6 +26,8 @@ functions of rlhf_practice/rl/ppo.py): a list of plain dicts, loaded with ``weig
                   model's gradient is that of all its parameters, flattened one after the other
     modes         {name of a model input: whether it must be in train mode after the call}
     unmodified    True: the inputs must be unchanged afterwards
+    any_float     (optional) the names of the outputs whose dtype may be any floating one (reward_loss's accuracy,
+                  a metric: TRL's is float32 whatever the loss's), compared in the coarser dtype
     atol          None, or the absolute tolerance of this case's value where the contract states one (a tied
                   group's advantages are 0 "to within 0.01"); else the tolerance of the dtype
 
@@ -196,19 +198,29 @@ def _grad_of_input(value: torch.Tensor | torch.nn.Module) -> torch.Tensor | None
     return _plain(value.grad) if value.grad is not None else None
 
 
-def _fmt(t: torch.Tensor, digits: int | None = None) -> str:
-    """A tensor's first 8 values, to 4 significant digits (a 0-dim one to 6), or to ``digits``."""
-    values = t.detach().double().flatten()[:8].tolist()
-    more = " ..." if t.numel() > 8 else ""
+def _fmt(t: torch.Tensor, digits: int | None = None, start: int = 0) -> str:
+    """A tensor's first 8 values (from flat index ``start``), to 4 significant digits (a 0-dim one to 6), or to
+    ``digits``."""
+    values = t.detach().double().flatten()[start : start + 8].tolist()
+    more = " ..." if t.numel() > start + 8 else ""
     if not t.dim():
         return f"{t.item():.{digits or 6}g}"
-    return "[" + ", ".join(f"{v:.{digits or 4}g}" for v in values) + more + "]"
+    where = f"... from flat index {start}: " if start else ""
+    return "[" + where + ", ".join(f"{v:.{digits or 4}g}" for v in values) + more + "]"
 
 
 def _fmt_both(got: torch.Tensor | float, expected: torch.Tensor | float) -> tuple[str, str]:
     """``got`` and ``expected`` as text, with enough significant digits (up to 10) that they read differently
-    where they differ: a difference in the fifth digit is not shown as two equal numbers."""
-    show = (lambda x, d: _fmt(x, d)) if isinstance(expected, torch.Tensor) else (lambda x, d: f"{x:.{d or 6}g}")
+    where they differ: a difference in the fifth digit is not shown as two equal numbers. Tensors of more than
+    8 values are shown from a little before the first value that differs (the cut must not hide it)."""
+    start = 0
+    if isinstance(expected, torch.Tensor) and got.shape == expected.shape and expected.numel() > 8:
+        a, b = got.detach().double().flatten(), expected.detach().double().flatten()
+        tolerance = {"rtol": 1e-4, "atol": 1e-5} if expected.dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
+        differs = ~torch.isclose(a, b, equal_nan=True, **tolerance)
+        first = int(differs.nonzero()[0]) if differs.any() else 0
+        start = max(0, first - 2) if first >= 8 else 0
+    show = (lambda x, d: _fmt(x, d, start)) if isinstance(expected, torch.Tensor) else (lambda x, d: f"{x:.{d or 6}g}")
     for digits in (None, 6, 8, 10):
         a, b = show(got, digits), show(expected, digits)
         if a != b:
@@ -252,10 +264,26 @@ def _compare_number(actual: object, expected: float, what: str, mistakes: dict) 
 
 
 def compare(
-    actual: object, expected: torch.Tensor | float, what: str, mistakes: dict, atol: float | None = None
+    actual: object,
+    expected: torch.Tensor | float,
+    what: str,
+    mistakes: dict,
+    atol: float | None = None,
+    any_float: bool = False,
 ) -> str | None:
     """None if ``actual`` equals ``expected`` (type, shape, dtype, values; within ``atol`` where given); else
-    one sentence saying what differs, naming the recorded ``mistakes`` that return the same (NaN included)."""
+    one sentence saying what differs, naming the recorded ``mistakes`` that return the same (NaN included).
+    ``any_float``: any floating dtype will do, compared within the tolerance of the coarser of the two."""
+    if (
+        any_float
+        and type(actual) is torch.Tensor
+        and actual.is_floating_point()
+        and isinstance(expected, torch.Tensor)
+        and actual.dtype != expected.dtype
+    ):
+        coarse = min((actual.dtype, expected.dtype), key=lambda t: torch.finfo(t).bits)
+        actual, expected = actual.to(coarse), expected.to(coarse)
+        mistakes = {k: v.to(coarse) for k, v in mistakes.items()}
     if isinstance(expected, float):
         return _compare_number(actual, expected, what, mistakes)
     if type(actual) is not torch.Tensor:
@@ -306,7 +334,9 @@ def _compare_output(case: dict, actual: object) -> str | None:
             for k, v in case["mistakes"].items()
             if all(_close(v[j], expected[j], expected[j].dtype) for j in range(i))
         }
-        message = compare(actual[i], expected[i], f"{case['what']}, {name}", mistakes)
+        message = compare(
+            actual[i], expected[i], f"{case['what']}, {name}", mistakes, any_float=name in case.get("any_float", ())
+        )
         if message:
             return message
     return None

@@ -99,9 +99,11 @@ def _padded_more(batch: list, extra: int, pad: int = EOS) -> list:
 # its row (no padding), a reply cut without end-of-text followed by padding, and a finished reply that fills its
 # row; the prompts have 1 to 4 tokens.
 SCORE_ROWS = [(3, 4, True), (2, 1, True), (4, 5, False), (1, 5, False), (2, 7, True)]
-# The §13.2 example: a finished reply with a column of padding, and a reply cut without end-of-text that fills
-# its row.
+# The §13.2 example, in 6 columns: a finished reply with two columns of padding, and a reply cut without
+# end-of-text with one. No row fills its columns, so that every catalogued way of reading the wrong position reads
+# a position of its own on it (the last column, one past or two before the last real token, ...), and none raises.
 BOOK_ROWS = [(2, 2, True), (1, 4, False)]
+BOOK_COLUMNS = 6
 REWARD_OUTPUTS = ["reward_logits", "final_scores", "sequence_lengths"]
 
 
@@ -124,12 +126,12 @@ def get_reward_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     r = draw(1302)
     add_model(
         "book_example",
-        "get_reward on the §13.2 example (2 rows of 5 tokens: a finished reply then one padding column, and a "
-        "reply cut without end-of-text that fills its row)"
+        "get_reward on the §13.2 example (2 rows of 6 tokens: a finished reply then two padding columns, and a "
+        "reply cut without end-of-text then one padding column)"
         if not fresh
         else "get_reward on a fresh variant of the §13.2 example",
         _tiny_scorer(r),
-        _batch(r, BOOK_ROWS, 5),
+        _batch(r, BOOK_ROWS, BOOK_COLUMNS),
         book="§13.2",
     )
     r = draw(1303)
@@ -338,6 +340,68 @@ def mean_over_all_positions(model, input_ids, attention_mask, prompt_lengths):
     return reward_logits, reward_logits.mean(1), attention_mask.sum(1) - 1
 
 
+@wrong(
+    "get_reward",
+    "the score read one before the last real token (attention_mask.sum(1) - 2): a finished reply's end-of-text "
+    "token is dropped; the last real token is at attention_mask.sum(1) - 1",
+)
+def two_before_the_count(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits = _reward_logits(model, input_ids, attention_mask)
+    return _read_at(reward_logits, attention_mask.sum(1) - 2)
+
+
+@wrong(
+    "get_reward",
+    "the score read one past the last real token (attention_mask.sum(1) is a count; the last real token's "
+    "position is attention_mask.sum(1) - 1)",
+)
+def one_past_clamped_to_the_row(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits = _reward_logits(model, input_ids, attention_mask)
+    return _read_at(reward_logits, attention_mask.sum(1).clamp(max=input_ids.shape[1] - 1))
+
+
+@wrong(
+    "get_reward",
+    "final_scores is the largest score over the real positions; it is the one score at the last real token",
+)
+def max_over_real_positions(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits = _reward_logits(model, input_ids, attention_mask)
+    masked = reward_logits.masked_fill(attention_mask == 0, float("-inf"))
+    return reward_logits, masked.max(1).values, attention_mask.sum(1) - 1
+
+
+@wrong(
+    "get_reward",
+    "final_scores is a sum of the scores over the real positions; it is the one score at the last real token",
+)
+def sum_over_real_positions(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits = _reward_logits(model, input_ids, attention_mask)
+    return reward_logits, (reward_logits * attention_mask).sum(1), attention_mask.sum(1) - 1
+
+
+@wrong(
+    "get_reward",
+    "the score read at position 0, the first token: it has read nothing of the reply; the sequence's score is read "
+    "at the last real token",
+)
+def first_position(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits = _reward_logits(model, input_ids, attention_mask)
+    return _read_at(reward_logits, torch.zeros_like(prompt_lengths))
+
+
+@wrong(
+    "get_reward",
+    "reward_logits edited after the scores were read (its padding positions set to 0): return the score head's "
+    "output at every position as it is, padding columns included",
+)
+def reward_logits_padding_zeroed(model, input_ids, attention_mask, prompt_lengths):
+    reward_logits, final_scores, sequence_lengths = KEY.reward_model.get_reward(
+        model, input_ids, attention_mask, prompt_lengths
+    )
+    reward_logits.masked_fill_(attention_mask == 0, 0.0)
+    return reward_logits, final_scores, sequence_lengths
+
+
 @wrong("get_reward", "switched `model` to eval mode")
 def scorer_switched_to_eval_mode(model, input_ids, attention_mask, prompt_lengths):
     model.eval()
@@ -354,8 +418,10 @@ def scores_under_no_grad(model, input_ids, attention_mask, prompt_lengths):
 
 # --- its cases
 
-RM_BOOK = ([2.0, 0.5, -1.0], [1.0, 1.5, -1.0])  # TASKS.md §13.3: a right pair, a wrong one, a tie
-RM_BOOK_MARGIN = [0.5, 1.0, 0.0]
+RM_BOOK = ([2.0, 0.5, -1.0], [0.5, 1.5, -1.0])  # TASKS.md §13.3: a right pair, a wrong one, a tie
+# The first pair's margin is above its difference (1.5): an accuracy counted on the shifted difference differs there.
+# (The pairs' sums, 2.5, 2 and -2, have a mean other than 0 and 1: the centring term's variants differ too.)
+RM_BOOK_MARGIN = [2.0, 0.5, 0.0]
 LOSS_OUTPUTS = ["loss", "accuracy"]
 
 
@@ -377,7 +443,7 @@ def _rm_grads(key, args) -> dict:
 @cases_of("reward_loss")
 def reward_loss_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "reward_loss", fresh, outputs=LOSS_OUTPUTS)
+    add = _adder(key, cases, "reward_loss", fresh, outputs=LOSS_OUTPUTS, any_float=["accuracy"])
     own = g if fresh else _own(1330)
 
     def add_with_grad(id: str, what: str, args: list, **extra) -> None:
@@ -504,6 +570,7 @@ def binary_cross_entropy_with_ones(rewards_chosen, rewards_rejected, margin=None
 
 @right("reward_loss")
 def trl_reward_trainer(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+    # TRL's RewardTrainer: its accuracy is float32 whatever the scores' dtype (a metric: any float dtype will do)
     if margin is not None:
         loss = -torch.nn.functional.logsigmoid(rewards_chosen - rewards_rejected - margin).mean()
     else:
@@ -511,7 +578,18 @@ def trl_reward_trainer(rewards_chosen, rewards_rejected, margin=None, center_rew
     if center_rewards_coefficient is not None:
         loss += center_rewards_coefficient * torch.mean((rewards_chosen + rewards_rejected) ** 2)
     mean_chosen, mean_rejected = rewards_chosen.detach(), rewards_rejected.detach()
-    return loss, (mean_chosen > mean_rejected).to(rewards_chosen.dtype).mean()
+    return loss, (mean_chosen > mean_rejected).float().mean()
+
+
+@right("reward_loss")
+def softplus_with_a_float_accuracy(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+    diff = rewards_chosen - rewards_rejected
+    if margin is not None:
+        diff = diff - margin
+    loss = torch.nn.functional.softplus(-diff).mean()
+    if center_rewards_coefficient is not None:
+        loss = loss + center_rewards_coefficient * (rewards_chosen + rewards_rejected).pow(2).mean()
+    return loss, (rewards_chosen > rewards_rejected).float().mean()
 
 
 def _with(loss_of_d, rewards_chosen, rewards_rejected, margin, center_rewards_coefficient):
@@ -609,10 +687,47 @@ def tie_counted_right(rewards_chosen, rewards_rejected, margin=None, center_rewa
     return loss, (rewards_chosen >= rewards_rejected).to(rewards_chosen.dtype).mean()
 
 
-@wrong("reward_loss", "dtype")
-def accuracy_in_float32(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+@wrong(
+    "reward_loss",
+    "a hinge loss, max(0, 1 - d); the Bradley-Terry loss is -logsigmoid(d), the negative log-likelihood of the "
+    "preference",
+)
+def hinge_loss(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+    return _with(
+        lambda d: torch.clamp(1 - d, min=0), rewards_chosen, rewards_rejected, margin, center_rewards_coefficient
+    )
+
+
+@wrong(
+    "reward_loss",
+    "the centring term is missing: with center_rewards_coefficient c the loss adds "
+    "c * mean((rewards_chosen + rewards_rejected) ** 2)",
+)
+def centring_ignored(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+    return _with(lambda d: -torch.nn.functional.logsigmoid(d), rewards_chosen, rewards_rejected, margin, None)
+
+
+@wrong(
+    "reward_loss",
+    "the centring term without its square: it is the mean of the SQUARED sums, "
+    "center_rewards_coefficient * mean((rewards_chosen + rewards_rejected) ** 2)",
+)
+def centring_not_squared(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
+    loss = -torch.nn.functional.logsigmoid(_difference(rewards_chosen, rewards_rejected, margin)).mean()
+    if center_rewards_coefficient is not None:
+        loss = loss + center_rewards_coefficient * (rewards_chosen + rewards_rejected).mean()
+    return loss, _accuracy(rewards_chosen, rewards_rejected)
+
+
+@wrong(
+    "reward_loss",
+    "accuracy counted on the difference less the margin; it counts the pairs with rewards_chosen > rewards_rejected, "
+    "margin or not (the margin only asks the loss for more)",
+)
+def accuracy_with_the_margin(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
     loss = KEY.reward_model.reward_loss(rewards_chosen, rewards_rejected, margin, center_rewards_coefficient)[0]
-    return loss, (rewards_chosen > rewards_rejected).float().mean()
+    d = _difference(rewards_chosen, rewards_rejected, margin)
+    return loss, (d > 0).to(rewards_chosen.dtype).mean()
 
 
 @wrong("reward_loss", "do not detach rewards_chosen")

@@ -68,7 +68,8 @@ def reward_loss(
 
         loss = mean over pairs of -log sigmoid(rewards_chosen - rewards_rejected - margin)
              + center_rewards_coefficient * mean over pairs of (rewards_chosen + rewards_rejected) ** 2
-        accuracy = mean over pairs of [rewards_chosen > rewards_rejected]     (a tie counts as wrong)
+        accuracy = mean over pairs of [rewards_chosen > rewards_rejected]     (a tie counts as wrong;
+                                                                               margin or not)
 
     ``margin`` (optional, one number per pair, >= 0): how much better the chosen reply must score;
     the loss asks for r_chosen - r_rejected > margin. ``center_rewards_coefficient`` (optional; TRL's
@@ -82,8 +83,8 @@ def reward_loss(
         center_rewards_coefficient: a float >= 0, or None.
 
     Returns:
-        ``(loss, accuracy)``: two 0-dim tensors in the rewards' dtype. ``loss`` carries the gradient;
-        ``accuracy`` is for logging (no gradient). Equal scores give loss log 2 (without the other
+        ``(loss, accuracy)``: two 0-dim tensors; ``loss`` in the rewards' dtype, carrying the gradient;
+        ``accuracy`` in any floating dtype (TRL's is float32), for logging (no gradient). Equal scores give loss log 2 (without the other
         terms). Use a stable log-sigmoid (``torch.nn.functional.logsigmoid``): log(sigmoid(x)) underflows
         to -inf for very negative x. Inputs are not modified.
     """

@@ -65,6 +65,24 @@ def _fresh_replies(g: torch.Generator):
     return lp, old, ref, adv, mask
 
 
+def _with_empty_reply(book, g: torch.Generator, fresh: bool) -> tuple[list[torch.Tensor], str]:
+    """The three replies of ``book`` and a fourth with no real token (an all-zero mask row; log-probs there as
+    anywhere, advantage 0.8), last in the published case and in a drawn position in a fresh one: (tensors, where
+    it is, in words). Its loss is 0 and no gradient reaches it; dividing by its length (0) makes NaN."""
+    lp, old, ref, adv, mask = book
+    four = [torch.cat([lp, lp[:1] - 0.3]), torch.cat([old, old[:1]]), torch.cat([ref, ref[:1] - 0.2])]
+    four += [
+        torch.cat([adv, torch.tensor([0.8], dtype=F64)]),
+        torch.cat([mask, torch.zeros(1, mask.shape[1], dtype=F64)]),
+    ]
+    where = "the last"
+    if fresh:
+        order = _perm(g, 4)
+        four = [t[order] for t in four]
+        where = f"reply {int((order == 3).nonzero())}"
+    return four, where
+
+
 def _random_replies(g: torch.Generator, rows: int, num_tokens: int, bands, dtype):
     mask = _random_mask(g, rows, num_tokens, F64)
     old = -torch.rand(rows, num_tokens, generator=g, dtype=F64) * 5

@@ -15,6 +15,7 @@ from instructor.book.after_grpo._shared import (
     _k3,
     _own,
     _random_replies,
+    _with_empty_reply,
     _zero_grads,
 )
 from instructor.cases import DTYPES, _adder, _name, cases_of
@@ -71,6 +72,17 @@ def cispo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                 grad_of=GRAD_NAMES,
                 grads=_zero_grads(key.after_grpo.cispo_loss, inputs(tensors, 0.28, 0.04)),
             )
+    four, where = _with_empty_reply(book, g, fresh)
+    args = inputs(four, 0.28, 0.1)
+    what = f"cispo_loss on {example} with a fourth reply, {where}, that has no real token"
+    add("all_masked_reply", f"{what}: it adds no token", args)
+    add(
+        "all_masked_reply_gradient",
+        f"{what}: the gradient is finite (0 there)",
+        args,
+        grad_of=GRAD_NAMES,
+        grads=_zero_grads(key.after_grpo.cispo_loss, args),
+    )
     return cases
 
 

@@ -17,6 +17,7 @@ from instructor.book.after_grpo._shared import (
     _own,
     _random_replies,
     _reduce,
+    _with_empty_reply,
     _zero_grads,
 )
 from instructor.cases import DTYPES, _adder, _name, cases_of
@@ -90,6 +91,17 @@ def clip_higher_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                     f"0.28, loss_type={loss_type!r}",
                     inputs(tensors, 0.2, 0.28, 0.04, loss_type, num_tokens + 4),
                 )
+    four, where = _with_empty_reply(book, g, fresh)
+    args = inputs(four, 0.2, 0.28, 0.1, "grpo", 4)
+    what = f"clip_higher_loss (loss_type='grpo') on {example} with a fourth reply, {where}, that has no real token"
+    add("all_masked_reply", f"{what}: its mean is 0", args)
+    add(
+        "all_masked_reply_gradient",
+        f"{what}: the gradient is finite (0 there)",
+        args,
+        grad_of=GRAD_NAMES,
+        grads=_zero_grads(key.after_grpo.clip_higher_loss, args),
+    )
     return cases
 
 
@@ -300,3 +312,23 @@ def clip_higher_unknown_loss_type_as_grpo(
     return after_grpo.clip_higher_loss(
         logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta, known, max_tokens
     )
+
+
+@wrong(
+    "clip_higher_loss",
+    "a reply with no real token (an all-zero mask row) divides 0 by 0 in loss_type 'grpo', so the loss is NaN; "
+    "divide each reply's sum by mask.sum(dim=1).clamp(min=1), as the docstring's max(sum_t m_it, 1) says",
+)
+def clip_higher_divides_by_zero_length(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta, loss_type, max_tokens
+):
+    if loss_type != "grpo":
+        return KEY.after_grpo.clip_higher_loss(
+            logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta, loss_type,
+            max_tokens,
+        )  # fmt: skip
+    ratio = torch.exp(logprobs - old_logprobs.detach())
+    a = advantages.detach().unsqueeze(1)
+    surrogate = torch.min(ratio * a, torch.clamp(ratio, 1 - clip_range_low, 1 + clip_range_high) * a)
+    loss = (-surrogate + beta * _k3(logprobs, ref_logprobs.detach())) * mask
+    return (loss.sum(dim=1) / mask.sum(dim=1)).mean()

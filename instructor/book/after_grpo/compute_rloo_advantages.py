@@ -198,3 +198,9 @@ def rloo_group_size_1_not_refused(rewards, group_size):
     g = rewards.view(-1, max(group_size, 1))
     a = g - (g.sum(dim=1, keepdim=True) - g) / max(group_size - 1, 1)
     return a.masked_fill((g == g[:, :1]).all(dim=1, keepdim=True), 0.0).reshape(-1)
+
+
+@wrong("compute_rloo_advantages", "instead of raising ValueError")
+def rloo_group_size_1_divides_by_zero(rewards, group_size):
+    g = rewards.view(-1, max(group_size, 1))
+    return (g - (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)).reshape(-1)

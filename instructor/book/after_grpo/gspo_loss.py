@@ -14,6 +14,7 @@ from instructor.book.after_grpo._shared import (
     _k3,
     _own,
     _random_replies,
+    _with_empty_reply,
     _zero_grads,
 )
 from instructor.book.token_level._inputs import _junk, _random_mask
@@ -78,6 +79,17 @@ def gspo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                 f"gspo_loss on random {dtype} inputs of shape ({rows}, {num_tokens}), clip ranges 0.1 and 0.15",
                 inputs(tensors, 0.1, 0.15, 0.04),
             )
+    four, where = _with_empty_reply(book, g, fresh)
+    args = inputs(four, 0.2, 0.28, 0.1)
+    what = f"gspo_loss on {example} with a fourth reply, {where}, that has no real token (an all-zero mask row)"
+    add("all_masked_reply", f"{what}: it adds -A_i, s_i = 1 there", args)
+    add(
+        "all_masked_reply_gradient",
+        f"{what}: the gradient is finite",
+        args,
+        grad_of=GRAD_NAMES,
+        grads=_zero_grads(key.after_grpo.gspo_loss, args),
+    )
     return cases
 
 
@@ -152,6 +164,7 @@ def gspo_token_level_ratio(
 @wrong(
     "gspo_loss",
     "s_i detached: it is the importance ratio itself and must carry the gradient to logprobs (no .detach() on it)",
+    stops_training=True,
 )
 def gspo_ratio_detached(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
     log_s = ((logprobs - old_logprobs) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
@@ -216,3 +229,94 @@ def gspo_old_not_detached(
     s, a = torch.exp(log_s), advantages.detach()
     per_reply = -torch.min(s * a, torch.clamp(s, 1 - clip_range_low, 1 + clip_range_high) * a)
     return (per_reply + beta * (_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / lengths).mean()
+
+
+@wrong(
+    "gspo_loss",
+    "a reply with no real token (an all-zero mask row) divides 0 by 0, so s_i and the loss are NaN; divide by "
+    "mask.sum(dim=1).clamp(min=1), as the docstring's max(sum_t m_it, 1) says",
+)
+def gspo_divides_by_zero_length(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
+):
+    lengths = mask.sum(dim=1)
+    return _gspo(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
+        mean_log_ratio=((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / lengths,
+        kl=(_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / lengths,
+    )  # fmt: skip
+
+
+@wrong(
+    "gspo_loss",
+    "torch.where after dividing by a zero length: the value is right, but the branch torch.where drops still "
+    "divides 0 by 0 and its gradient is NaN; divide by mask.sum(dim=1).clamp(min=1) instead",
+)
+def gspo_where_after_dividing(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
+):
+    lengths = mask.sum(dim=1)
+    empty = lengths == 0
+    log_s = torch.where(empty, 0.0, ((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / lengths)
+    kl = torch.where(empty, 0.0, (_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / lengths)
+    return _gspo(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
+        mean_log_ratio=log_s, kl=kl,
+    )  # fmt: skip
+
+
+@wrong(
+    "gspo_loss",
+    "s_i as the arithmetic mean of the token ratios; GSPO's s_i is their geometric mean, exp of the mean token "
+    "log-ratio over the reply's real tokens",
+)
+def gspo_arithmetic_mean_of_ratios(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
+):
+    lengths = mask.sum(dim=1).clamp(min=1)
+    s = (torch.exp(logprobs - old_logprobs.detach()) * mask).sum(dim=1) / lengths
+    return _gspo(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
+        mean_log_ratio=torch.log(s),
+    )  # fmt: skip
+
+
+@wrong(
+    "gspo_loss",
+    "the replies weighted by their length (one mean over all real tokens, as 'dapo'); GSPO's loss is the mean over "
+    "replies of l_i + beta * (the reply's mean k3)",
+)
+def gspo_token_mean(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
+    lengths = mask.sum(dim=1).clamp(min=1)
+    s = torch.exp(((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / lengths)
+    a = advantages.detach()
+    per_reply = -torch.min(s * a, torch.clamp(s, 1 - clip_range_low, 1 + clip_range_high) * a)
+    per_token = (per_reply.unsqueeze(1) + beta * _k3(logprobs, ref_logprobs.detach())) * mask
+    return per_token.sum() / mask.sum().clamp(min=1)
+
+
+@wrong(
+    "gspo_loss",
+    "mean over padding in s_i: its mean log-ratio divides by the reply's real tokens (sum of its mask), not by the T "
+    "columns",
+)
+def gspo_ratio_over_columns(
+    logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
+):
+    log_s = ((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / mask.shape[1]
+    return _gspo(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
+        mean_log_ratio=log_s,
+    )  # fmt: skip
+
+
+@wrong(
+    "gspo_loss",
+    "mean over padding in the KL term: each reply's mean k3 divides by its real tokens (sum of its mask), not by "
+    "the T columns",
+)
+def gspo_kl_over_columns(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
+    kl = (_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / mask.shape[1]
+    return _gspo(
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta, kl=kl
+    )
