@@ -126,6 +126,32 @@ def _(fn, ex):
 
 @law(
     "get_reward",
+    "reward_logits_at_every_position",
+    "reward_logits is the score head on the batch's last hidden states at every position (the model run once on "
+    "the batch with its attention_mask, padding columns included, nothing edited afterwards), and final_scores is "
+    "reward_logits read at sequence_lengths",
+    _sequences(),
+    examples=8,
+)
+def _(fn, ex):
+    model = ex["model"].build()
+    ids, attention, prompts = ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"]
+    scores, positions = _scores(fn, model, ids, attention, prompts)
+    logits = fn(model, ids, attention, prompts)[0].detach().double()
+    with torch.no_grad():
+        hidden = model.transformer(input_ids=ids, attention_mask=attention).last_hidden_state
+        expected = model.score(hidden)[..., 0].double()
+    if not close(logits, expected, 1e-4):
+        row = int((~torch.isclose(logits, expected, rtol=1e-4, atol=1e-4)).any(1).nonzero()[0])
+        return f"row {row}: reward_logits {fmt(logits[row])}, the score head gives {fmt(expected[row])}"
+    read = logits[torch.arange(len(ids)), positions.long().clamp(0, ids.shape[1] - 1)]
+    if close(scores, read, 1e-5):
+        return None
+    return f"final_scores {fmt(scores)}, reward_logits at sequence_lengths {fmt(read)}"
+
+
+@law(
+    "get_reward",
     "padding_changes_nothing",
     "the ids under padding (attention_mask 0, the end-of-text id included) and extra padding columns change nothing",
     st.fixed_dictionaries({"ex": _sequences(), "fill": st.integers(0, VOCAB - 1)}),
@@ -324,7 +350,30 @@ def _(fn, ex):
     return gradcheck(loss, [ex["rewards_chosen"], ex["rewards_rejected"]], "the scores")
 
 
-@law("reward_loss", "inputs_unchanged", "the inputs stay unchanged and float64 scores give float64 results", _pairs)
+@law(
+    "reward_loss",
+    "accuracy_ignores_the_margin",
+    "the accuracy is the share of pairs with rewards_chosen > rewards_rejected, with or without a margin or the "
+    "centring term (they only change the loss)",
+    _pairs,
+)
+def _(fn, ex):
+    c, r = ex["rewards_chosen"], ex["rewards_rejected"]
+    expected = (c > r).double().mean()
+    for margin, k in ((None, None), (ex["margin"], None), (ex["margin"], ex["center_rewards_coefficient"])):
+        _, accuracy = _loss(fn, c, r, margin, k)
+        if not accuracy.is_floating_point() or not close(accuracy.double(), expected):
+            extras = "" if margin is None else " with a margin" + (" and the centring term" if k else "")
+            return f"accuracy {fmt(accuracy)}{extras}, expected {fmt(expected)}"
+    return None
+
+
+@law(
+    "reward_loss",
+    "inputs_unchanged",
+    "the inputs stay unchanged and float64 scores give a float64 loss (the accuracy: any float dtype)",
+    _pairs,
+)
 def _(fn, ex):
     names = ("rewards_chosen", "rewards_rejected", "margin", "center_rewards_coefficient")
-    return unchanged(fn, tuple(ex[name] for name in names))
+    return unchanged(fn, tuple(ex[name] for name in names), any_float=(1,))
