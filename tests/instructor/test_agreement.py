@@ -18,6 +18,7 @@ import pytest
 from _checks import recorded_cases
 
 from instructor.cases import build_cases
+from instructor.grading import STOPPED, stops_training
 from instructor.mistakes import CATALOG, KEY
 from instructor.properties import judge
 from rlhf_practice.checks import check_case, run_case
@@ -35,6 +36,29 @@ AGREE = {
     "clip_range_default_0_2": "compute_loss: clip_range defaults to the lecture's 0.01",
     "token_ratio_of_probabilities": "token_ppo_loss: finite for very unlikely tokens (ratio = exp(new - old))",
     "grpo_clip_ratio_of_probabilities": "grpo_clip_loss: finite for very unlikely tokens (ratio = exp(new - old))",
+    # issue 59: tasks 13-14
+    "gspo_where_after_dividing": "gspo_loss: a finite gradient with a reply that has no real token",
+    "gspo_divides_by_zero_length": "gspo_loss: finite with a reply that has no real token",
+    "clip_higher_divides_by_zero_length": "clip_higher_loss: finite with a reply that has no real token",
+    "reward_logits_padding_zeroed": "get_reward: reward_logits is the score head's output at every position",
+    "two_before_the_count": "get_reward: the score at the last real token, a finished reply's EOS",
+    "accuracy_with_the_margin": "reward_loss: the accuracy counts rewards_chosen > rewards_rejected, margin or not",
+    "centring_not_squared": "reward_loss: the centring term is the mean of the squared sums",
+    "hinge_loss": "reward_loss: the Bradley-Terry loss",
+    "rloo_group_size_1_divides_by_zero": "compute_rloo_advantages: K = 1 raises ValueError",
+}
+# {variant: what it does} the mistakes whose result a training run cannot learn from (issue 59 §2): each loses
+# more than half its function's points (instructor.grading.stops_training caps them) and its first published
+# failure, the first message a student's pytest prints for that function, names it
+STOPS = {
+    "scores_under_no_grad": "get_reward: final_scores computed under no_grad",
+    "scores_detached": "reward_loss: the scores detached",
+    "log_of_sigmoid": "reward_loss: inf for a very negative difference",
+    "gspo_ratio_detached": "gspo_loss: s_i detached (the KL term's gradient is left)",
+    "gspo_where_after_dividing": "gspo_loss: NaN gradient on a reply with no real token",
+    "gspo_divides_by_zero_length": "gspo_loss: NaN on a reply with no real token",
+    "clip_higher_divides_by_zero_length": "clip_higher_loss: NaN on a reply with no real token",
+    "rloo_group_size_1_divides_by_zero": "compute_rloo_advantages: NaN for K = 1 instead of raising",
 }
 
 
@@ -73,3 +97,35 @@ def test_grade_and_properties_agree(name: str) -> None:
     assert failed, f"{name} ({AGREE[name]}) passes every hidden case of seed {HIDDEN_SEED}: it would get full marks"
     assert any(variant.diagnosis in m for m in failed), f"{name}: no hidden failure names it: {failed[0]}"
     assert judge(variant).failures, f"{name} ({AGREE[name]}) passes every property law: the student's pytest is green"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STOPS)
+def test_what_stops_training_loses_most_points_and_is_named_first(name: str) -> None:
+    variant = next(v for v in CATALOG if v.name == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = [(c, run_case(variant.fn, c)) for c in hidden(variant.function)]
+        published = [c for c in recorded_cases() if c["function"] == variant.function]
+        first = next(m for m in (check_case(c, run_case(variant.fn, c)) for c in published) if m)
+    failed = [(c, r) for c, r in results if check_case(c, r)]
+    why = [stops_training(c, r) for c, r in failed]
+    assert any(why), f"{name} ({STOPS[name]}): no hidden failure is told as one that stops training"
+    share = min((len(results) - len(failed)) / len(results), STOPPED)
+    assert share < 0.5, f"{name} keeps {share:.0%} of its points"
+    assert variant.diagnosis in first, f"{name}: the first message of pytest does not name it: {first}"
+
+
+def test_a_capped_function_keeps_a_quarter_and_is_told_why() -> None:
+    from instructor.feedback import fix
+    from instructor.grading import Grade
+
+    grade = Grade("s")
+    grade.total["gspo_loss"], grade.passed["gspo_loss"] = 14, 13
+    assert grade.points("gspo_loss") == 9.3
+    grade.stopped["gspo_loss"] = "its gradient w.r.t. logprobs holds NaN or inf"
+    grade.diagnoses["gspo_loss"] = "gspo_loss fails a hidden case."
+    assert grade.points("gspo_loss") == 2.5
+    assert fix(grade, "gspo_loss").startswith("Points capped at 25% of the function's: its gradient w.r.t. logprobs")
+    grade.passed["gspo_loss"] = 2
+    assert grade.points("gspo_loss") == 1.4  # under the cap: the share of passed cases
