@@ -26,7 +26,7 @@
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
     python scripts/experiments.py best_of_n          # task 15: best-of-n against reward models, Gao's fit (seeds 0-4)
     python scripts/experiments.py overoptimization   # task 15: PPO against the same reward models (seeds 0-4)
-    python scripts/experiments.py estimators --task sort   # task 14: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, DAPO (--task add too)
+    python scripts/experiments.py estimators --task sort   # task 14's seven rows: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, clip-higher, DAPO (add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
     python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label holds the word "DPO"
