@@ -630,6 +630,9 @@ def start_run(config: TrainConfig) -> TrainingRun:
     warm-up); only the main process makes the run folder, whose name it decides for all.
     """
     config.validate()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # its per-shard bars (loading, and saving the policy) would bury the run's own
     impl = load_impl(config.impl)
     # The graded functions this run calls, and only those (a file none of them is in is never opened).
     impl.check_functions(config.functions_called())

@@ -239,6 +239,7 @@ def test_a_plain_run_never_opens_after_grpo(tmp_path: Path, capsys, impl: Impl, 
     code, run = _run(tmp_path, _folder(tmp_path, impl, None))  # no after_grpo.py at all
     err = capsys.readouterr().err
     assert code == 0, err
+    assert "Writing model shards" not in err, "Hugging Face's progress bar when the policy is saved"
     assert not SAMPLING_TAGS & set(_metrics(run)[0])
 
 
