@@ -19,8 +19,11 @@ step's updates moved the policy from the one that sampled; log scale). These two
 the sequence level and per token at the token level, so each level gets its own panel: no axis
 mixes two units. ``kl/approx`` and the losses are in TensorBoard.
 
-The table lists, per run: algorithm, level, steps, final reward, the step and the second at which
-``reward/mean`` first reached ``--threshold`` (0.8), final ``kl/ref``, final ``policy/entropy``,
+The table lists, per run: algorithm (for train_grpo.py --level token, with the flags of :data:`METHOD_SETTINGS`
+the run set: task 14's method, e.g. ``grpo --advantage rloo``), level, steps, final reward (``reward/mean``;
+beside it ``reward/gold`` when some run trained against a learned reward model), the step and the second at which
+the training reward ``reward/mean`` first reached ``--threshold`` (0.8: "steps to reward 0.8", not the held-out
+accuracy), final ``kl/ref``, final ``policy/entropy``,
 final ``response/length`` and wall time; "final" is the mean over the last 10 % of steps of the raw,
 unsmoothed values (the figure is smoothed, so its curves end lower or higher than the table's
 numbers when a metric is still moving). When some run logs ``accuracy/heldout`` (``--task sort`` /
@@ -34,6 +37,7 @@ reward, ``kl/ref`` and length are those of its last evaluations.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -104,6 +108,15 @@ def smooth(values: list[float], weight: float) -> list[float]:
 
 
 TABLE_TAGS = ("kl/ref", "policy/entropy", "response/length")  # the table's "final" columns: one unit at both levels
+# train_grpo.py --level token's settings that tell task 14's methods apart (the algorithm column shows those set)
+METHOD_SETTINGS = (
+    "advantage",
+    "loss_type",
+    "importance_sampling_level",
+    "grpo_clip_range",
+    "grpo_clip_range_high",
+    "dynamic_sampling",
+)
 DPO_TAGS = ("rewards/accuracies", "rewards/margins")  # the DPO columns' "final" values, on the training pairs
 
 
@@ -111,31 +124,59 @@ def _final(run: Run, tag: str, digits: str = ".3g") -> str:
     return f"{run.final(tag):{digits}}" if tag in run.metrics else "n/a"
 
 
+def method(run: Run) -> str:
+    """The run's algorithm and the settings that make it one of task 14's methods (train_grpo.py --level token),
+    as the flags that set them: "grpo --advantage rloo", "grpo --loss_type cispo"; the algorithm alone otherwise."""
+    from rlhf_practice.config import TokenGRPOConfig
+
+    if run.algorithm != "grpo" or run.level != "token":
+        return run.algorithm
+    defaults = {f.name: f.default for f in dataclasses.fields(TokenGRPOConfig)}
+    flags = []
+    for name in METHOD_SETTINGS:
+        value = run.config.get(name, defaults[name])
+        if value != defaults[name]:
+            flags.append(
+                f"--{name}"
+                if value is True
+                else f"--{name} {value:g}"
+                if isinstance(value, float)
+                else f"--{name} {value}"
+            )
+    return " ".join([run.algorithm, *flags])
+
+
 def markdown_table(runs: list[Run], threshold: float = 0.8) -> str:
-    """One row per run, from the raw (unsmoothed) values; a "final accuracy/heldout" column (the last
-    evaluation) when some run has it,
-    DPO's columns (final rewards/accuracies and rewards/margins, seconds spent building pairs) when
-    some run is DPO."""
+    """One row per run, from the raw (unsmoothed) values; a "final reward/gold" column when some run trained
+    against a learned reward (reward/mean is then the model's score), a "final accuracy/heldout" column (the
+    last evaluation) when some run has it, DPO's columns (final rewards/accuracies and rewards/margins, seconds
+    spent building pairs) when some run is DPO. The "to ``threshold``" columns read reward/mean."""
+    gold = any("reward/gold" in run.metrics for run in runs)
     accuracy = any("accuracy/heldout" in run.metrics for run in runs)
     dpo = any(run.algorithm == "dpo" for run in runs)
     dpo_header = "final rewards/accuracies | final rewards/margins | pair building (s) | " * dpo
     lines = [
-        f"| run | algorithm | level | steps | final reward | {'final accuracy/heldout | ' * accuracy}steps to {threshold:g} "
-        f"| seconds to {threshold:g} | final kl/ref (nats per reply) | final policy/entropy | final response/length "
-        f"| {dpo_header}wall time (s) |",
-        "|---|---|---|---:|---:|" + "---:|" * accuracy + "---:|---:|---:|---:|---:|" + "---:|" * (3 * dpo) + "---:|",
+        f"| run | algorithm | level | steps | final reward | {'final reward/gold | ' * gold}"
+        f"{'final accuracy/heldout | ' * accuracy}steps to reward {threshold:g} | seconds to reward {threshold:g} "
+        f"| final kl/ref (nats per reply) | final policy/entropy | final response/length | {dpo_header}wall time (s) |",
+        "|---|---|---|---:|---:|"
+        + "---:|" * (gold + accuracy)
+        + "---:|---:|---:|---:|---:|"
+        + "---:|" * (3 * dpo)
+        + "---:|",
     ]
     for run in runs:
         final = {tag: _final(run, tag) for tag in TABLE_TAGS}
         reached = run.first_reaching(threshold)
         step_text, seconds_text = (str(reached[0]), f"{reached[1]:.1f}") if reached else ("never", "never")
+        gold_cell = f"{_final(run, 'reward/gold', '.3f')} | "
         held = f"{_final(run, 'accuracy/heldout', '.3f')} | "
         pairs = run.summary.get("pairs_s")
         dpo_cells = [_final(run, tag) for tag in DPO_TAGS] + ["n/a" if pairs is None else f"{pairs:.1f}"]
         level = "–" if run.algorithm == "dpo" else run.level
         lines.append(
-            f"| {run.name} | {run.algorithm} | {level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
-            f"| {held * accuracy}{step_text} | {seconds_text} | {' | '.join(final.values())} "
+            f"| {run.name} | {method(run)} | {level} | {len(run.steps)} | {run.final('reward/mean'):.3f} "
+            f"| {gold_cell * gold}{held * accuracy}{step_text} | {seconds_text} | {' | '.join(final.values())} "
             f"| {''.join(c + ' | ' for c in dpo_cells) * dpo}{run.wall_seconds():.1f} |"
         )
     return "\n".join(lines)
@@ -200,7 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders, or folders that contain run folders")
     parser.add_argument("--out", type=Path, default=Path("compare.png"), help="where to save the figure")
     parser.add_argument("--smooth", type=float, default=0.6, help="EMA weight in [0, 1); 0 plots the raw values")
-    parser.add_argument("--threshold", type=float, default=0.8, help="reward level for the 'steps/seconds to' columns")
+    parser.add_argument(
+        "--threshold", type=float, default=0.8, help="reward/mean level for the 'steps/seconds to reward' columns"
+    )
     parser.add_argument(
         "--x", choices=("step", "time"), default="step", help="x-axis: the step, or seconds since the run started"
     )

@@ -228,6 +228,12 @@ class TrainConfig(Settings):
     """Sample only from the k most likely tokens (0 = no limit). Off-policy: log-probs are scored without the cut."""
     top_p: float = setting(1.0, within("(0, 1]", "1.0 = no limit"))
     """Nucleus sampling: smallest token set with this much probability (1.0 = no limit). Off-policy, like top_k."""
+
+    def functions_called(self) -> list[str]:
+        """The graded functions (rlhf_practice/course's GRADED) that a run with these settings calls: the run
+        checks these at start-up, and only these, so an unfinished one is one line before anything is loaded."""
+        raise TypeError(f"{type(self).__name__} does not say which graded functions its runs call")
+
     learning_rate: float = setting(1e-4, within("(0, 1]", "try 1e-5 to 1e-3"))
     """Adam learning rate of the policy (and value head)."""
     max_grad_norm: float = setting(1.0, above(0))
@@ -314,6 +320,14 @@ class TrainConfig(Settings):
 
 ENSEMBLE_MODES = ("mean", "min", "uwo")  # ensemble_reward's modes (rl/best_of_n.py, task 15)
 
+
+def learned_reward_functions(reward_model: str) -> list[str]:
+    """The graded functions a --reward_model of ``reward_model`` calls: get_reward to score the replies (task 13)
+    and, for several folders joined by commas, ensemble_reward to combine their scores (task 15)."""
+    folders = [name for name in reward_model.split(",") if name.strip()]
+    return ["get_reward"] * bool(folders) + ["ensemble_reward"] * (len(folders) > 1)
+
+
 # train_ppo.py's and train_grpo.py's --reward_model (not train_dpo.py's: DPO needs no reward); the folder
 # itself is checked when the run starts (rlhf_practice/learned_reward.py), before anything slow is loaded.
 _REWARD_MODEL = Bound(
@@ -345,6 +359,10 @@ class PPOBase(TrainConfig):
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
     """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
 
+    def reward_functions(self) -> list[str]:
+        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several."""
+        return learned_reward_functions(self.reward_model)
+
     def relations(self) -> list[Relation]:
         return [
             *super().relations(),
@@ -363,6 +381,9 @@ class PPOConfig(PPOBase):
 
     kl_coef: float = setting(0.05, at_least(0, "0 turns the KL penalty off"))
     """Weight of approx_kl = mean(old - new log-probs) in the total loss (0 = no KL penalty). Sequence level only."""
+
+    def functions_called(self) -> list[str]:
+        return ["compute_advantages", "ppo_clip_loss", *self.reward_functions()]
 
 
 @dataclass
@@ -387,6 +408,9 @@ class TokenPPOConfig(PPOBase):
     entropy_coef: float = setting(0.0, NOT_NEGATIVE)
     """Token level: weight of the entropy bonus, loss/total = policy + value_loss_coef * value - entropy_coef * entropy."""
 
+    def functions_called(self) -> list[str]:
+        return ["per_token_kl", "compute_gae", "masked_mean", "token_ppo_loss", *self.reward_functions()]
+
 
 @dataclass
 class GRPOConfig(TrainConfig):
@@ -402,6 +426,13 @@ class GRPOConfig(TrainConfig):
     """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
     """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
+
+    def reward_functions(self) -> list[str]:
+        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several."""
+        return learned_reward_functions(self.reward_model)
+
+    def functions_called(self) -> list[str]:
+        return ["compute_group_advantages", "grpo_loss", *self.reward_functions()]
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size
@@ -448,6 +479,12 @@ class TokenGRPOConfig(GRPOConfig):
     """Token level, sort/add: train only on groups whose replies differ in exact correctness, sampling more prompts to refill (DAPO); none kept: the last batch, unfiltered."""
     max_num_gen_batches: int = setting(4, POSITIVE)
     """Token level, with dynamic_sampling: at most this many batches of train_batch_size prompts are sampled per step."""
+
+    def functions_called(self) -> list[str]:
+        after_grpo = self.after_grpo_functions()  # task 14's, in place of the two task-9 ones they replace
+        advantages = [] if "compute_rloo_advantages" in after_grpo else ["compute_group_advantages"]
+        loss = [] if {"cispo_loss", "gspo_loss", "clip_higher_loss"} & set(after_grpo) else ["grpo_clip_loss"]
+        return [*advantages, "masked_mean", "per_token_kl", *loss, *after_grpo, *self.reward_functions()]
 
     def after_grpo_functions(self) -> list[str]:
         """The functions of rl/after_grpo.py (task 14) that a run with these settings calls; [] for plain GRPO-clip."""
@@ -529,6 +566,9 @@ class DPOConfig(TrainConfig):
     rounds: int = setting(1, within("[1, 2]", "2 = one round of iterative DPO"))
     """1: train on the pairs built from the starting policy. 2: iterative DPO: after half the steps, new pairs from the current policy, which becomes the reference too."""
 
+    def functions_called(self) -> list[str]:
+        return ["reply_logps", "reference_logps", "dpo_loss"]
+
     def relations(self) -> list[Relation]:
         return [
             *super().relations(),
@@ -580,6 +620,9 @@ class RewardModelConfig(TrainConfig):
     """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
     normalization_samples: int = setting(256, at_least(2, "a standard deviation needs two scores"))
     """Fresh replies sampled from the starting policy (new prompts) to measure eval_gold_correlation and the score mean/std saved in reward_model.json."""
+
+    def functions_called(self) -> list[str]:
+        return ["get_reward", "reward_loss"]
 
     def relations(self) -> list[Relation]:
         return [

@@ -19,3 +19,8 @@ class ModelLoadError(RLHFPracticeError):
 
 class TrainingError(RLHFPracticeError):
     """Training hit a state it cannot continue from (a NaN loss, for example)."""
+
+
+class ImplementationError(TrainingError):
+    """A graded function (rl/*.py, or the --impl folder's copy) raised on a valid input; the message names the
+    function, its error, the line of the implementation it came from and the test that shows it."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from rlhf_practice.course import raised
 from rlhf_practice.errors import ConfigError, ModelLoadError, TrainingError
 from rlhf_practice.modeling import Generation
 
@@ -199,7 +200,12 @@ class LearnedReward:
         implementation's rl/reward_model.py) on the rows packed flush left (:func:`pack_flush_left`)."""
         input_ids, attention_mask, prompt_lengths = pack_flush_left(generation, self.pad_token_id)
         with torch.no_grad():
-            _, scores, _ = reward_model.get_reward(self.model, input_ids, attention_mask, prompt_lengths)
+            try:
+                _, scores, _ = reward_model.get_reward(self.model, input_ids, attention_mask, prompt_lengths)
+            except NotImplementedError:
+                raise
+            except Exception as err:  # the implementation's own mistake: one line, the logs so far kept
+                raise raised("get_reward", err, f"scoring the replies with {self.folder.name}") from err
         if scores.shape != (len(generation),):
             raise TrainingError(
                 f"get_reward returned final_scores of shape {tuple(scores.shape)}, not ({len(generation)},): "
@@ -257,7 +263,12 @@ class RewardEnsemble:
         if len(scores) == 1:
             return scores[0]
         with torch.no_grad():
-            combined = impl.best_of_n.ensemble_reward(torch.stack(scores), self.mode, self.uncertainty_coef)
+            try:
+                combined = impl.best_of_n.ensemble_reward(torch.stack(scores), self.mode, self.uncertainty_coef)
+            except NotImplementedError:
+                raise
+            except Exception as err:
+                raise raised("ensemble_reward", err, "combining the models' scores") from err
         if combined.shape != (len(generation),):
             raise TrainingError(
                 f"ensemble_reward returned a tensor of shape {tuple(combined.shape)}, not ({len(generation)},): "

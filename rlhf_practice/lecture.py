@@ -80,6 +80,11 @@ class LectureConfig(Settings):
     impl: str = setting(factory=lambda: os.environ.get("RLHF_IMPL", "student"))
     """Whose functions run: "student" (your rlhf_practice/rl/lecture.py), or a folder with ppo.py, grpo.py and lecture.py."""
 
+    def functions_called(self) -> list[str]:
+        """The graded functions of lecture.py a run with these settings calls (its reward, compute_deltas,
+        compute_loss, and compute_kl_penalty only with a KL penalty): the run checks these, and only these."""
+        return [REWARDS[self.reward], "compute_deltas", "compute_loss", *["compute_kl_penalty"] * (self.kl_penalty > 0)]
+
     def relations(self) -> list:
         prompts = self.vocab_size**self.n
         return [
@@ -296,7 +301,7 @@ def main(args: list[str] | None = None) -> None:
     config = tyro.cli(LectureConfig, args=args, prog="python -m rlhf_practice.lecture", use_underscores=True)
     config.validate()
     impl = load_impl(config.impl)
-    impl.check_implemented("lecture")  # an unfinished stub: one line now, before any training
+    impl.check_functions(config.functions_called())  # an unfinished stub: one line now, before any training
     one_thread_unless_told()
 
     def report(curve: Curve) -> None:

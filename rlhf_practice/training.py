@@ -630,19 +630,14 @@ def start_run(config: TrainConfig) -> TrainingRun:
     warm-up); only the main process makes the run folder, whose name it decides for all.
     """
     config.validate()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # its per-shard bars (loading, and saving the policy) would bury the run's own
     impl = load_impl(config.impl)
-    impl.check_implemented("reward_model" if config.algorithm == "rm" else config.algorithm)  # its student file
-    if config.level == "token":
-        impl.check_implemented("token_level")
-    after_grpo = config.after_grpo_functions() if hasattr(config, "after_grpo_functions") else []
-    if after_grpo:  # task 14: only the functions these settings call (a plain run never opens after_grpo.py)
-        impl.check_implemented("after_grpo", after_grpo)
+    # The graded functions this run calls, and only those (a file none of them is in is never opened).
+    impl.check_functions(config.functions_called())
     reward_model = getattr(config, "reward_model", "")  # train_ppo.py and train_grpo.py only
     reward_models = [name.strip() for name in reward_model.split(",")] if reward_model else []
-    if reward_models:
-        impl.check_implemented("reward_model")
-    if len(reward_models) > 1:  # an ensemble (task 15)
-        impl.check_implemented("best_of_n", ["ensemble_reward"])
     reward_folders = [check_reward_model(name, config.task) for name in reward_models]  # no weights yet
     accelerator, device = start_accelerator(config)
     processes = accelerator.num_processes

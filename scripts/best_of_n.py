@@ -66,6 +66,8 @@ COLUMNS = [
     "R²",
     "fitted peak d",
 ]
+ROWS = [f"RM on {p} pairs" for p in PAIR_COUNTS]  # the settings, one row each
+ROWS += [f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {mode}" for mode in ("mean", "min", "uwo")]
 COUNTS = {"fall CI excludes 0"}  # counts of seeds, not medians
 
 
@@ -213,17 +215,17 @@ def curve_figures(bon: ModuleType, proxy: torch.Tensor, gold: torch.Tensor, accu
 
 
 def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str]) -> tuple:
-    """Run the experiment (the settings whose label contains one of ``rows``, all when empty); draw its curves
-    into ``out``; return its table (columns, rows)."""
+    """Run the experiment (the rows of ROWS whose labels ``rows`` names, all when empty); draw its curves into
+    ``out``; return its table (columns, rows)."""
     from rlhf_practice.course import load_impl
 
-    impl = load_impl(impl_name)
-    impl.check_implemented("best_of_n")
-    impl.check_implemented("reward_model")
-    labels = [f"RM on {p} pairs" for p in PAIR_COUNTS]
-    labels += [f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {mode}" for mode in ("mean", "min", "uwo")]
-    wanted = [label for label in labels if not rows or any(text in label for text in rows)]
+    wanted = [label for label in ROWS if not rows or label in rows]
     ensemble = any("ensemble" in label for label in wanted)
+    impl = load_impl(impl_name)
+    # the functions these rows call: reward models trained and scoring, best-of-n's curves, the ensembles' combination
+    impl.check_functions(
+        ["get_reward", "reward_loss", "best_of_n_kl", "best_of_n_estimate", *["ensemble_reward"] * ensemble]
+    )
     models = len({p for p in PAIR_COUNTS if f"RM on {p} pairs" in wanted} | ({ENSEMBLE_PAIRS} if ensemble else set()))
     models += (ENSEMBLE_K - 1) * ensemble
     minutes = POOL_MINUTES + len(seeds) * models * (SCORE_MINUTES + REWARD_MODEL_MINUTES)

@@ -26,10 +26,14 @@
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
     python scripts/experiments.py best_of_n          # task 15: best-of-n against reward models, Gao's fit (seeds 0-4)
     python scripts/experiments.py overoptimization   # task 15: PPO against the same reward models (seeds 0-4)
-    python scripts/experiments.py estimators --task sort   # task 14: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, DAPO (--task add too)
+    python scripts/experiments.py estimators --task sort   # task 14's seven rows: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, clip-higher, DAPO (add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
-    python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label contains "DPO"
+    python scripts/experiments.py dpo_vs_rl --rows DPO    # only the rows whose label holds the word "DPO"
+    python scripts/experiments.py overoptimization_sentiment --rows "--beta 0"   # not the --beta 0.1 rows
+
+Every experiment takes --seeds (its runs' --seed values) and --rows (only the rows named: a row's whole label,
+or words of it), and says in one line, before any run, when a --rows text names none of its rows.
 
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
@@ -79,6 +83,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -99,6 +104,7 @@ import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's a
 
 from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
+from rlhf_practice.errors import ConfigError  # noqa: E402
 from rlhf_practice.lecture import (  # noqa: E402
     DELTAS_MODES,
     Curve,
@@ -635,15 +641,21 @@ def lecture_figures(curve: Curve, wall: float) -> dict[str, float | None]:
     return out
 
 
-def lecture_experiment(name: str, seeds: list[int], impl_name: str, extra: list[str], out: Path) -> None:
-    """Run one of LECTURE's grids in this process, print its table, draw its curves into ``out``."""
+def lecture_experiment(
+    name: str, seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str]
+) -> None:
+    """Run one of LECTURE's grids (its rows whose labels ``rows`` names, all when empty) in this process, print
+    its table, draw its curves into ``out``."""
     import tyro
 
     base = tyro.cli(LectureConfig, args=extra, prog="--extra", use_underscores=True)
     impl = load_impl(impl_name)
-    impl.check_implemented("lecture")  # an unfinished stub: the scripts' one line, before any run
-    one_thread_unless_told()
     spec, columns = LECTURE[name]
+    spec = [row for row in spec if not rows or row.label in rows]
+    configs = [replace(base, **row.settings) for row in spec if not row.supervised]
+    # an unfinished stub: the scripts' one line, before any run (only the functions these rows call)
+    impl.check_functions([f for config in configs for f in config.functions_called()])
+    one_thread_unless_told()
     rows, curves = [], []
     for row in spec:
         figures, row_curves = [], []
@@ -675,7 +687,7 @@ def plot_curves(curves: list[tuple[LectureRow, list[Curve]]], path: Path, title:
     matplotlib.use("Agg")  # files only: works without a display
     import matplotlib.pyplot as plt
 
-    panels = list(dict.fromkeys(row.settings["loss"] for row, _ in curves if not row.supervised))
+    panels = list(dict.fromkeys(row.settings["loss"] for row, _ in curves if not row.supervised)) or ["(none)"]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False, sharey=True)
     for ax, panel in zip(axes.flat, panels):
         drawn = 0
@@ -722,6 +734,41 @@ def print_table(name: str, seeds: list[int], columns: list[str], rows: list[list
         print("| " + " | ".join(row) + " |")
 
 
+def experiment_rows(name: str) -> list[str]:
+    """The labels of experiment ``name``'s rows, in the order it runs them."""
+    if name in EXPERIMENTS:
+        return [label for label, _, _ in EXPERIMENTS[name][0]]
+    if name in LECTURE:
+        return [row.label for row in LECTURE[name][0]]
+    if name in overoptimization.GRIDS:
+        return [label for label, _, _ in overoptimization.GRIDS[name][1]]
+    return list(best_of_n.ROWS if name == "best_of_n" else overoptimization.RM_VS_DPO_ROWS)
+
+
+def _names(text: str, label: str) -> bool:
+    """True when ``label`` holds ``text`` as whole words: "--beta 0" is in "PPO --beta 0", not in "PPO --beta 0.1";
+    "64 pairs" is in "RM on 64 pairs", not in "RM on 1024 pairs"."""
+    return re.search(rf"(?<![\w.]){re.escape(text)}(?!\w|\.\d)", label) is not None
+
+
+def pick_rows(name: str, texts: list[str]) -> list[str]:
+    """The labels of ``name``'s rows that ``--rows texts`` picks, in the experiment's order: all rows without
+    texts; a text equal to a label picks that row alone, any other text every row whose label holds it as whole
+    words. A text that picks no row is a ConfigError naming the rows there are."""
+    labels = experiment_rows(name)
+    picked: set[str] = set()
+    for text in texts:
+        hits = [label for label in labels if label == text] or [label for label in labels if _names(text, label)]
+        if not hits:
+            raise ConfigError(
+                f"rows: {text!r} names no row of {name}; its rows are "
+                + "; ".join(f'"{label}"' for label in labels)
+                + " (give words of one of them, or drop --rows)."
+            )
+        picked.update(hits)
+    return [label for label in labels if not texts or label in picked]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE, *REWARD_MODEL]))
@@ -739,7 +786,12 @@ def main() -> None:
         default=ROOT / "runs" / "experiments",
         help="folder for the curves (the lecture's; estimators-<task>.png)",
     )
-    parser.add_argument("--rows", nargs="+", default=[], help="run only the rows whose label contains one of these")
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=[],
+        help='run only these rows: a row\'s whole label, or words of it ("--beta 0" picks no "--beta 0.1" row)',
+    )
     parser.add_argument(
         "--task", choices=sorted(ESTIMATOR_TASKS), default="sort", help="estimators only: the task it compares on"
     )
@@ -747,8 +799,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.seeds is None:
         args.seeds = [0, 1, 2, 3, 4] if args.experiment in ("best_of_n", "overoptimization") else [0, 1, 2]
+    try:
+        picked = pick_rows(args.experiment, args.rows)  # before any run: a row that is not there is one line
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    rows_given = picked if args.rows else []
     if args.experiment in LECTURE:
-        run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out))
+        run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out, rows_given))
         return
     if args.experiment in REWARD_MODEL:
         if args.experiment in ("best_of_n", "overoptimization") and "OMP_NUM_THREADS" not in os.environ:
@@ -758,12 +816,12 @@ def main() -> None:
             torch.set_num_threads(1)
         if args.experiment in overoptimization.GRIDS:
             columns, table = overoptimization.overoptimization(
-                args.seeds, args.impl, args.extra, args.out, args.rows, args.experiment
+                args.seeds, args.impl, args.extra, args.out, rows_given, args.experiment
             )
         elif args.experiment == "best_of_n":
-            columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, args.rows)
+            columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, rows_given)
         else:
-            columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra)
+            columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra, rows_given)
         counts = overoptimization.COUNTS | best_of_n.COUNTS  # counts of seeds, not medians
         rows = [
             [label, *(_count(v) if c in counts else _cell(v) for c, v in zip(columns, values))]
@@ -782,7 +840,7 @@ def main() -> None:
     )
     rows, curves = [], []
     for label, algorithm, flags in runs_spec:
-        if args.rows and not any(text in label for text in args.rows):
+        if label not in picked:
             continue
         runs, row_curves = [], []
         for seed in args.seeds:

@@ -103,6 +103,7 @@ COLUMNS = [
     "R²",
 ]
 COUNTS = {"rose then fell", "ends above one model", "over-optimized"}  # counts of seeds, not medians
+RM_VS_DPO_ROWS = ("reward model + PPO --level token", "DPO on the same pairs")  # rm_vs_dpo's rows
 DPO_COLUMNS = ["held-out pair accuracy", "final gold reward", "final kl/ref", "wall s"]
 
 
@@ -236,10 +237,10 @@ Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row l
 def overoptimization(
     seeds: list[int], impl: str, extra: list[str], out: Path, rows: list[str], name: str = "overoptimization"
 ) -> Table:
-    """Run the grid ``name`` of GRIDS (its rows whose label contains one of ``rows``, all when empty); draw its
-    curves into ``out``; return its table."""
+    """Run the grid ``name`` of GRIDS (its rows whose labels ``rows`` names, all when empty); draw its curves into
+    ``out``; return its table."""
     gold, grid = GRIDS[name]
-    wanted = [row for row in grid if not rows or any(text in row[0] for text in rows)]
+    wanted = [row for row in grid if not rows or row[0] in rows]
     ensemble = any(p == "ensemble" for _, p, _ in wanted)
     models = len({p for _, p, _ in wanted if p != "ensemble"} | ({ENSEMBLE_PAIRS} if ensemble else set()))
     models += (ENSEMBLE_K - 1) * ensemble
@@ -363,43 +364,47 @@ def dpo_heldout_accuracy(run: Path, pairs_file: Path, seed: int, impl: str) -> f
     return right / len(data)
 
 
-def rm_vs_dpo(seeds: list[int], impl: str, extra: list[str]) -> Table:
-    """Run the comparison; return its table."""
+def rm_vs_dpo(seeds: list[int], impl: str, extra: list[str], rows: list[str]) -> Table:
+    """Run the comparison (the rows of RM_VS_DPO_ROWS named in ``rows``, both when empty: the reward model is
+    trained either way, DPO trains on its pairs); return its table."""
     from rlhf_practice.tracking import final_mean, load_run
 
-    figures: dict[str, list[dict[str, float]]] = {"reward model + PPO --level token": [], "DPO on the same pairs": []}
+    rm_ppo, dpo_row = RM_VS_DPO_ROWS
+    figures: dict[str, list[dict[str, float]]] = {row: [] for row in RM_VS_DPO_ROWS if not rows or row in rows}
     for seed in seeds:
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
             print(f"reward model on {MANY} pairs, seed {seed} ...", file=sys.stderr, flush=True)
             rm = train_reward_model(tmp, "rm", seed, MANY, impl, [])
             record = json.loads((rm / "reward_model" / "reward_model.json").read_text())
-            print("  PPO --level token against it ...", file=sys.stderr, flush=True)
-            flags = ["--level", "token", "--num_steps", str(PPO_STEPS), "--reward_model", str(rm / "reward_model")]
-            ppo = load_run(train_policy(tmp, "ppo", "ppo", seed, impl, [*flags, *extra]))
-            figures["reward model + PPO --level token"].append(
-                {
-                    "held-out pair accuracy": record["heldout_accuracy"],
-                    "final gold reward": final_mean(ppo.metrics["reward/gold"]),
-                    "final kl/ref": final_mean(ppo.metrics["kl/ref"]),
-                    "wall s": ppo.wall_seconds(),
-                }
-            )
-            print("  DPO on its training pairs ...", file=sys.stderr, flush=True)
-            folder = train_policy(
-                tmp, "dpo", "dpo", seed, impl, ["--pairs_file", str(rm / "train_pairs.jsonl"), *extra]
-            )
-            dpo = load_run(folder)
-            values = dpo.metrics["reward/mean"]  # fresh replies every eval_every steps: the gold reward
-            kl = dpo.metrics["kl/ref"]
-            figures["DPO on the same pairs"].append(
-                {
-                    "held-out pair accuracy": dpo_heldout_accuracy(folder, rm / "heldout_pairs.jsonl", seed, impl),
-                    "final gold reward": sum(values[-2:]) / len(values[-2:]),
-                    "final kl/ref": sum(kl[-2:]) / len(kl[-2:]),
-                    "wall s": dpo.wall_seconds(),
-                }
-            )
-            for label, rows in figures.items():
-                print(f"  {label}: " + ", ".join(f"{k}: {v:.3g}" for k, v in rows[-1].items()), file=sys.stderr)
+            if rm_ppo in figures:
+                print("  PPO --level token against it ...", file=sys.stderr, flush=True)
+                flags = ["--level", "token", "--num_steps", str(PPO_STEPS), "--reward_model", str(rm / "reward_model")]
+                ppo = load_run(train_policy(tmp, "ppo", "ppo", seed, impl, [*flags, *extra]))
+                figures[rm_ppo].append(
+                    {
+                        "held-out pair accuracy": record["heldout_accuracy"],
+                        "final gold reward": final_mean(ppo.metrics["reward/gold"]),
+                        "final kl/ref": final_mean(ppo.metrics["kl/ref"]),
+                        "wall s": ppo.wall_seconds(),
+                    }
+                )
+            if dpo_row in figures:
+                print("  DPO on its training pairs ...", file=sys.stderr, flush=True)
+                folder = train_policy(
+                    tmp, "dpo", "dpo", seed, impl, ["--pairs_file", str(rm / "train_pairs.jsonl"), *extra]
+                )
+                dpo = load_run(folder)
+                values = dpo.metrics["reward/mean"]  # fresh replies every eval_every steps: the gold reward
+                kl = dpo.metrics["kl/ref"]
+                figures[dpo_row].append(
+                    {
+                        "held-out pair accuracy": dpo_heldout_accuracy(folder, rm / "heldout_pairs.jsonl", seed, impl),
+                        "final gold reward": sum(values[-2:]) / len(values[-2:]),
+                        "final kl/ref": sum(kl[-2:]) / len(kl[-2:]),
+                        "wall s": dpo.wall_seconds(),
+                    }
+                )
+            for label, runs in figures.items():
+                print(f"  {label}: " + ", ".join(f"{k}: {v:.3g}" for k, v in runs[-1].items()), file=sys.stderr)
     return DPO_COLUMNS, [(label, [[f[c] for f in runs] for c in DPO_COLUMNS]) for label, runs in figures.items()]

@@ -38,7 +38,7 @@ def test_table_and_figure(tmp_path: Path, capsys) -> None:
     captured = capsys.readouterr()
     table = captured.out.splitlines()
     assert table[0] == (
-        "| run | algorithm | level | steps | final reward | steps to 0.8 | seconds to 0.8 "
+        "| run | algorithm | level | steps | final reward | steps to reward 0.8 | seconds to reward 0.8 "
         "| final kl/ref (nats per reply) | final policy/entropy | final response/length | wall time (s) |"
     )
     assert "| grpo-b | grpo | sequence | 3 | 0.300 | never | never | n/a | 1.5 | 1.5 | 12.5 |" in table
@@ -50,6 +50,37 @@ def test_table_and_figure(tmp_path: Path, capsys) -> None:
     assert "kl/ref" not in drawn and "value/explained_variance" in drawn and "kl/k3 (sequence level)" in drawn
     main([str(tmp_path / "runs"), "--out", str(out), "--threshold", "0.25"])
     assert "| grpo-b | grpo | sequence | 3 | 0.300 | 3 | 6.0 | n/a | 1.5 | 1.5 | 12.5 |" in capsys.readouterr().out
+
+
+def test_the_table_names_task_14_s_method_and_shows_the_gold(tmp_path: Path, capsys) -> None:
+    """Task 14's runs differ only in their options: the algorithm column shows those set. A run against a learned
+    reward logs the task's own reward as reward/gold: a column beside the proxy (reward/mean)."""
+    options = {
+        "plain": {},
+        "rloo": {"advantage": "rloo"},
+        "gspo": {"importance_sampling_level": "sequence", "grpo_clip_range": 3e-4, "grpo_clip_range_high": 4e-4},
+        "dapo": {"grpo_clip_range_high": 0.28, "dynamic_sampling": True, "loss_type": "dapo"},
+    }
+    for name, settings in options.items():
+        folder = _fake_run(tmp_path / "runs" / name, "grpo", [0.5, 0.9], level="token")
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "advantage": "grpo", **settings}))
+    gold = _fake_run(tmp_path / "runs" / "rm", "ppo", [1.0, 2.0], level="token")
+    metrics = (gold / "metrics.csv").read_text().splitlines()
+    rows = [metrics[0] + ",reward/gold", metrics[1] + ",0.25", metrics[2] + ",0.75"]
+    (gold / "metrics.csv").write_text("\n".join(rows) + "\n")
+    main([str(tmp_path / "runs"), "--out", str(tmp_path / "fig.png")])
+    table = capsys.readouterr().out.splitlines()
+    assert "| final reward | final reward/gold | steps to reward 0.8 |" in table[0]
+    cells = {line.split(" | ")[0][2:]: line.split(" | ")[1:6] for line in table[2:] if line.startswith("| ")}
+    assert cells["plain"][0] == "grpo" and cells["rloo"][0] == "grpo --advantage rloo"
+    assert (
+        cells["gspo"][0]
+        == "grpo --importance_sampling_level sequence --grpo_clip_range 0.0003 --grpo_clip_range_high 0.0004"
+    )
+    assert cells["dapo"][0] == "grpo --loss_type dapo --grpo_clip_range_high 0.28 --dynamic_sampling"
+    assert cells["rm"][0] == "ppo" and cells["rm"][3:5] == ["2.000", "0.750"], "the proxy, then the gold"
+    assert cells["plain"][4] == "n/a", "no gold in a run against the task's own reward"
 
 
 def test_panels_keep_units_apart(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_task_15_experiments_print_their_tables(
     monkeypatch.setattr(best_of_n, "POOL_PROMPTS", 2)
     monkeypatch.setattr(best_of_n, "POOL_REPLIES", 8)
     monkeypatch.setattr(best_of_n, "POOL_CHUNK", 2)
-    columns, rows = best_of_n.best_of_n([0], working_token_impl, TINY, tmp_path, ["64 pairs"])
+    columns, rows = best_of_n.best_of_n([0], working_token_impl, TINY, tmp_path, ["RM on 64 pairs"])
     assert [label for label, _ in rows] == ["RM on 64 pairs"]
     assert all(len(values) == len(columns) and len(values[0]) == 1 for _, values in rows)
     assert (tmp_path / "best_of_n.png").is_file() and (tmp_path / "best_of_n.jsonl").is_file()

@@ -227,6 +227,51 @@ def test_an_unfinished_get_reward_is_one_friendly_line(
     assert "get_reward" in line and "TASKS.md §13.2" in line and "pytest -m graded" in line
 
 
+# A get_reward with a mistake that raises: index sum(mask) without the - 1 (past the last column of a full row).
+OFF_BY_ONE = """
+
+def get_reward(model, input_ids, attention_mask, prompt_lengths):
+    hidden = model.transformer(input_ids, attention_mask=attention_mask).last_hidden_state
+    logits = model.score(hidden).squeeze(-1)
+    lengths = attention_mask.sum(1)
+    return logits, logits[torch.arange(len(logits)), lengths], lengths
+"""
+# One that passes the start-up's one-row probe and raises on a batch: the failure comes during training.
+BATCH_ONLY = """
+
+_right_get_reward = get_reward
+
+
+def get_reward(model, input_ids, attention_mask, prompt_lengths):
+    if len(input_ids) > 1:
+        raise RuntimeError("The size of tensor a (8) must match the size of tensor b (7)")
+    return _right_get_reward(model, input_ids, attention_mask, prompt_lengths)
+"""
+
+
+@pytest.mark.parametrize(("mistake", "when"), [(OFF_BY_ONE, "start-up"), (BATCH_ONLY, "step 1")])
+def test_a_get_reward_that_raises_is_one_line(
+    tmp_path: Path, capsys, impl: Impl, working_rm_impl: str, reward_model_dir: Path, mistake: str, when: str
+) -> None:
+    """The student's get_reward raising at start-up (the probe) or on the first replies: one line naming the
+    function, the error, the line of reward_model.py it came from and the test to run; what was written stays."""
+    sources = {f"{m}.py": inspect.getsource(impl.module(m)) for m in ("ppo", "grpo", "reward_model")}
+    folder = _impl_folder(tmp_path / "impl", sources, "")
+    (folder / "reward_model.py").write_text(sources["reward_model.py"] + mistake)
+    code, run = _run(tmp_path, "ppo", "sequence", str(folder), "--reward_model", str(reward_model_dir))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    error = "IndexError: index" if mistake == OFF_BY_ONE else "RuntimeError: The size of tensor a (8)"
+    assert f"get_reward raised {error}" in line and f"{folder / 'reward_model.py'}, line " in line, line
+    assert "pytest -m graded -k get_reward" in line and "TASKS.md §13.2" in line, line
+    if when == "start-up":
+        assert "on a tiny input at start-up" in line and not run.exists(), "stopped before anything was written"
+    else:
+        assert line.startswith("error: step 1: get_reward raised") and "scoring the replies with" in line, line
+        assert json.loads((run / "summary.json").read_text())["outcome"] == "failed", "the run folder is kept"
+
+
 def test_an_ensemble_combines_the_members_normalised_scores_with_ensemble_reward() -> None:
     """Task 15: each member's normalised score, stacked (k, N), goes through the implementation's
     ensemble_reward with the run's mode and coefficient; one model alone never calls it."""

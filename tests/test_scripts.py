@@ -316,6 +316,43 @@ def test_experiments_command_prints_its_table(capsys, working_token_impl: str) -
     assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), out.out
 
 
+def _experiments():
+    """scripts/experiments.py as a module (it puts scripts/ on sys.path for its neighbours)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import experiments
+
+    return experiments
+
+
+def test_every_row_of_every_experiment_can_run_alone() -> None:
+    """--rows with a row's whole label runs that row only, in every experiment (no label holds another)."""
+    experiments = _experiments()
+    names = [*experiments.EXPERIMENTS, *experiments.LECTURE, *experiments.REWARD_MODEL]
+    for name in names:
+        labels = experiments.experiment_rows(name)
+        assert labels and experiments.pick_rows(name, []) == labels, name
+        for label in labels:
+            assert experiments.pick_rows(name, [label]) == [label], (name, label)
+    # words of a label: whole words only ("--beta 0" is not the start of "--beta 0.1")
+    assert experiments.pick_rows("overoptimization_sentiment", ["--beta 0"]) == [
+        "RM on 16 pairs, PPO --beta 0",
+        "RM on 1024 pairs, PPO --beta 0",
+    ]
+    assert experiments.pick_rows("overoptimization", ["64 pairs"]) == ["RM on 64 pairs, --beta 0"]
+    assert experiments.pick_rows("levels", ["token"]) == ["PPO --level token"]
+    assert experiments.pick_rows("rm_vs_dpo", ["DPO"]) == ["DPO on the same pairs"]
+
+
+@pytest.mark.parametrize("name", ["overoptimization", "lecture", "rm_vs_dpo", "best_of_n", "clip"])
+def test_a_row_that_is_not_there_is_one_line_before_any_run(capsys, tmp_path: Path, name: str) -> None:
+    code = _run_cli("scripts/experiments.py", name, "--rows", "128 pairs", "--out", str(tmp_path), "--seeds", "0")
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: rows: '128 pairs' names no row of {name}; its rows are "), line
+    assert not list(tmp_path.iterdir()), "nothing ran"
+
+
 def test_benchmark_of_an_unfinished_stub_is_the_scripts_one_line(tmp_path: Path) -> None:
     """A function not written yet stops the benchmark as it stops the scripts: one line, exit 3, no figures."""
     rl = {f"{m}.py": (ROOT / f"rlhf_practice/rl/{m}.py").read_text() for m in ("ppo", "grpo")}

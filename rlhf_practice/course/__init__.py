@@ -13,13 +13,14 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from rlhf_practice import PACKAGE_DIR
-from rlhf_practice.errors import ConfigError
+from rlhf_practice.errors import ConfigError, ImplementationError
 
 ROOT = PACKAGE_DIR.parent
 ANSWER_DIR = ROOT / "answer"  # the instructor's answer key: not part of a student release
@@ -119,6 +120,22 @@ REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_lev
 # their own runs and tests
 
 
+def raised(function: str, err: Exception, when: str) -> ImplementationError:
+    """The one line for ``err``, raised inside the graded ``function`` ``when`` (e.g. "on a tiny input at start-up"):
+    the function, the error's type and first line, the line of its file it came from (the innermost frame in the
+    file that defines ``function``), and what to do."""
+    frames = traceback.extract_tb(err.__traceback__)
+    module = module_of(function)
+    own = [f for f in frames if Path(f.filename).stem in (module, f"{module}_answer")] or frames[-1:]
+    where = f" ({own[-1].filename}, line {own[-1].lineno})" if own else ""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    section = graded(module)[function]
+    return ImplementationError(
+        f"{function} raised {type(err).__name__}{': ' * bool(message)}{message}{where} {when}; "
+        f"pytest -m graded -k {function} shows what goes wrong (TASKS.md {section}): fix it, then run this again."
+    )
+
+
 def answer_path(module: str) -> Path:
     """Where the instructor's copy keeps the answer key's version of rlhf_practice/rl/<module>.py."""
     return ANSWER_DIR / f"{module}_answer.py"  # a student release has no such file
@@ -205,10 +222,22 @@ class Impl:
 
     def check_implemented(self, module: str, functions: Sequence[str] | None = None) -> None:
         """Call each graded function of ``module`` (only those named in ``functions``, when given) on a
-        tiny input: an unfinished stub raises NotImplementedError now, before any model or data is loaded."""
+        tiny input: an unfinished stub raises NotImplementedError now, before any model or data is loaded,
+        and a function that raises anything else is one :class:`ImplementationError` line (:func:`raised`)."""
         for g in GRADED:
             if g.module == module and (functions is None or g.function in functions):
-                getattr(self.module(module), g.function)(*probe_args(g))
+                try:
+                    getattr(self.module(module), g.function)(*probe_args(g))
+                except NotImplementedError:
+                    raise
+                except Exception as err:
+                    raise raised(g.function, err, "on a tiny input at start-up") from err
+
+    def check_functions(self, functions: Sequence[str]) -> None:
+        """:meth:`check_implemented` for the graded ``functions``, in the course's order (the earliest section's
+        first), opening only the student files that hold them."""
+        for module in dict.fromkeys(g.module for g in GRADED if g.function in functions):
+            self.check_implemented(module, functions)
 
     def __repr__(self) -> str:
         return f"Impl({self.name!r})"
