@@ -86,7 +86,7 @@ def sample_pool(out: Path) -> dict:
 
     config = parse_config(PPOConfig, settings_args(POOL_SEED))
     key = json.dumps([POOL_PROMPTS, POOL_REPLIES, POOL_SEED, vars(config.data), vars(config.reward), config.model.model_name,
-                      config.max_new_tokens, config.temperature, torch.__version__])  # fmt: skip
+                      config.max_new_tokens, config.temperature, torch.__version__, torch.get_num_threads()])  # fmt: skip
     digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     path = out / f"best_of_n_pool-{digest}.pt"
     if path.is_file():

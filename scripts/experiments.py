@@ -35,6 +35,13 @@
 Every experiment takes --seeds (its runs' --seed values) and --rows (only the rows named: a row's whole label,
 or words of it), and says in one line, before any run, when a --rows text names none of its rows.
 
+    python scripts/experiments.py overoptimization_sentiment --seeds 0 --threads 1 2
+
+--threads runs the whole experiment once per thread count (OMP_NUM_THREADS for every run, one after the other)
+and prints each table under its thread count: the book's ranges must hold at both (TASKS.md states them so). A
+thread count changes the last bits of every sum, and an RL run amplifies them (a reward model cached in --out is
+kept per thread count).
+
 Each run is the training script started as a user starts it (tiny preset unless --extra says
 otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
 "final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus
@@ -769,6 +776,23 @@ def pick_rows(name: str, texts: list[str]) -> list[str]:
     return [label for label in labels if not texts or label in picked]
 
 
+def per_thread_count(threads: list[int]) -> int:
+    """This command without --threads, once per thread count in ``threads`` (OMP_NUM_THREADS), one after the other;
+    each table printed under its count. Returns the first non-zero exit code (0 when every run succeeded)."""
+    argv, i = list(sys.argv[1:]), sys.argv[1:].index("--threads")
+    j = i + 1
+    while j < len(argv) and argv[j].isdigit():
+        j += 1
+    command = [sys.executable, str(Path(__file__).resolve()), *argv[:i], *argv[j:]]
+    for count in threads:
+        print(f"\n## OMP_NUM_THREADS={count}\n", flush=True)
+        print(f"OMP_NUM_THREADS={count}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
+        code = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": str(count)}).returncode
+        if code:
+            return code
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=sorted([*EXPERIMENTS, *LECTURE, *REWARD_MODEL]))
@@ -795,8 +819,17 @@ def main() -> None:
     parser.add_argument(
         "--task", choices=sorted(ESTIMATOR_TASKS), default="sort", help="estimators only: the task it compares on"
     )
+    parser.add_argument(
+        "--threads",
+        nargs="+",
+        type=int,
+        default=[],
+        help="run the experiment once per thread count (OMP_NUM_THREADS), each table under its count",
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
+    if args.threads:
+        sys.exit(per_thread_count(args.threads))
     if args.seeds is None:
         args.seeds = [0, 1, 2, 3, 4] if args.experiment in ("best_of_n", "overoptimization") else [0, 1, 2]
     try:

@@ -167,7 +167,10 @@ def reward_model(
     from rlhf_practice.course import load_impl
 
     source = Path(load_impl(impl).reward_model.__file__).read_bytes()
-    key = hashlib.sha1(json.dumps([seed, pairs, gold, extra]).encode() + source).hexdigest()[:10]
+    # the thread count too: a model trained on 2 threads differs in its last bits from one trained on 1, so a run
+    # of another thread count (experiments.py --threads 1 2) must not read this one's
+    threads = torch.get_num_threads()
+    key = hashlib.sha1(json.dumps([seed, pairs, gold, extra, threads]).encode() + source).hexdigest()[:10]
     name = f"rm-seed{seed}-pairs{pairs}-{key}"
     folder = out / "reward_models" / name / "reward_model"
     if not (folder / "reward_model.json").is_file():

@@ -425,3 +425,13 @@ def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path, monkeypat
     assert import_trl() == "pip could not install trl==1.16.0 (ERROR: No matching distribution found for trl==1.16.0)"
     (command,) = commands
     assert command[-4:] == ["--no-deps", "--target", str(tmp_path / "trl"), "trl==1.16.0"]
+
+
+def test_threads_runs_the_experiment_once_per_thread_count(tmp_path: Path) -> None:
+    """--threads 1 2: the command without --threads, once per OMP_NUM_THREADS, each table under its count; the
+    first failure stops it (here: a row that is not there, before any run)."""
+    command = [sys.executable, "scripts/experiments.py", "rm_vs_dpo", "--threads", "1", "2", "--rows", "no such row"]
+    proc = subprocess.run([*command, "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.count("## OMP_NUM_THREADS=") == 1 and "## OMP_NUM_THREADS=1" in proc.stdout, proc.stdout
+    assert "OMP_NUM_THREADS=1: " in proc.stderr and "experiments.py rm_vs_dpo --rows no such row" in proc.stderr
