@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig, RewardModelConfig
+from rlhf_practice.config import PAIRS_SUFFIXES, PairsConfig
 from rlhf_practice.errors import DataError
 
 if TYPE_CHECKING:
@@ -62,10 +62,6 @@ PAIR_SEED_OFFSET = 2**33
 warm-up's (seed + 2**32)."""
 BUILD_PROMPTS_PER_CALL = 64
 """Prompts per sampling call while building (each repeated ``pair_samples`` times)."""
-
-
-PairsConfig = DPOConfig | RewardModelConfig
-"""The settings of a script that builds pairs: the fields :func:`pair_settings` reads are in both."""
 
 
 def pair_settings(config: PairsConfig) -> dict:
