@@ -80,15 +80,16 @@ REPLIES_PER_PROMPT = 4  # the judge's pairs: as train_reward_model.py's defaults
 def _reward_model(job: dict) -> float:
     """The held-out pair accuracy of a saved reward model (GPT2ForSequenceClassification, one label, the
     tiny preset's size): REPLIES_PER_PROMPT replies of the tiny starting policy to each of job["prompts"]
-    prompts, sampled with job["seed"] (never a training seed), ranked by the sentiment reward (ties
-    dropped), each reply scored at its last real token (by the attention mask; the key's get_reward,
-    written out here: this tree holds no rl/ file). The share of pairs whose chosen reply scores higher."""
+    prompts, sampled with job["seed"] (never a training seed) and ranked by the sentiment reward (ties
+    dropped) by train_reward_model.py's own loop (rlhf_practice.preferences.sample_pairs), each reply scored
+    at its last real token (by the attention mask; the key's get_reward, written out here: this tree holds
+    no rl/ file). The share of pairs whose chosen reply scores higher."""
     import torch
 
     from rlhf_practice.config import RewardModelConfig, preset_config
     from rlhf_practice.learned_reward import LearnedReward, check_reward_model
     from rlhf_practice.modeling import PolicyValueModel, load_tokenizer
-    from rlhf_practice.preferences import PairData, rank_pairs
+    from rlhf_practice.preferences import PairData, sample_pairs
     from rlhf_practice.sampling import Sampler
     from rlhf_practice.tasks import build_task
     from rlhf_practice.training import seed_everything
@@ -101,22 +102,18 @@ def _reward_model(job: dict) -> float:
         raise ValueError("not a reward model of the tiny preset's size")
     policy = PolicyValueModel.from_pretrained("tiny", "cpu")
     sampler = Sampler.from_config(policy, tokenizer, config)
+
+    def score(generation, prompts: list[str]) -> tuple[list[str], torch.Tensor]:
+        replies = generation.decode(tokenizer)
+        return replies, task.reward(prompts, replies)
+
     seed_everything(job["seed"])
     batches = task.prompt_batches(tokenizer, 32, job["seed"])
-    k, pairs = REPLIES_PER_PROMPT, []
     with torch.no_grad():
-        for _ in range(job["prompts"] // 32):
-            batch = next(batches)
-            prompts = [p for p in batch["prompt_text"] for _ in range(k)]
-            ids, mask = (batch[key].repeat_interleave(k, dim=0) for key in ("input_ids", "attention_mask"))
-            generation = sampler.sample(ids, mask)
-            replies = generation.decode(tokenizer)
-            rewards = task.reward(prompts, replies).tolist()
-            ended = ((generation.response_ids == tokenizer.eos_token_id) & (generation.response_mask > 0)).any(dim=1)
-            for i in range(0, len(prompts), k):
-                pairs += rank_pairs(
-                    prompts[i], replies[i : i + k], rewards[i : i + k], ended[i : i + k].tolist(), "all"
-                )
+        pairs, _ = sample_pairs(
+            sampler.sample, score, batches, job["prompts"], REPLIES_PER_PROMPT, "all", tokenizer.eos_token_id,
+            torch.device("cpu"),
+        )  # fmt: skip
         rows = PairData(pairs, tokenizer, policy.max_length, "judge").collate(list(range(len(pairs))))
         hidden = model.transformer(input_ids=rows.input_ids, attention_mask=rows.attention_mask).last_hidden_state
         last = rows.attention_mask.sum(dim=1) - 1

@@ -3,7 +3,8 @@ bound)``) and its help in the docstring under it (what ``--help`` shows). One ch
 walks the fields; the few checks that involve two settings are each class's ``relations()``.
 
 ``train_ppo.py`` reads a :class:`PPOConfig` (``--level token``: a :class:`TokenPPOConfig`), ``train_grpo.py`` a
-:class:`GRPOConfig` (a :class:`TokenGRPOConfig`), ``train_dpo.py`` a :class:`DPOConfig` (one level only);
+:class:`GRPOConfig` (a :class:`TokenGRPOConfig`), ``train_dpo.py`` a :class:`DPOConfig` (one level only) and
+``train_reward_model.py`` a :class:`RewardModelConfig` (both :class:`PairsConfig`: the same pair settings);
 :data:`CONFIGS` maps script and level to the class. All share :class:`TrainConfig`. A *preset* fills in defaults for a whole setup:
 
 - ``tiny``: the project's own small GPT-2 and its built-in review corpus; any CPU, no network.
@@ -539,13 +540,11 @@ def _pairs_file_name(name: str) -> bool:
 
 
 @dataclass
-class DPOConfig(TrainConfig):
-    """Settings of ``train_dpo.py`` (task 12: preference pairs from the task's reward, the DPO loss against a frozen reference)."""
+class PairsConfig(TrainConfig):
+    """Settings of the scripts that learn from preference pairs, ``train_dpo.py`` and ``train_reward_model.py``:
+    where the pairs come from (:mod:`rlhf_practice.preferences`). The same settings build the same pairs file,
+    which both scripts can read."""
 
-    algorithm: ClassVar[str] = "dpo"
-
-    beta: float = setting(0.1, above(0, "0.1 is TRL's default; larger keeps the policy nearer the reference"))
-    """beta of the DPO loss -log sigmoid(beta * ((log pi_c - log ref_c) - (log pi_r - log ref_r))): how strongly the policy is held to the reference. TRL's default is 0.1."""
     pairs_file: str = setting(
         "",
         Bound(
@@ -563,6 +562,16 @@ class DPOConfig(TrainConfig):
     """Building pairs: "all" (every two replies of a prompt whose rewards differ, the higher one chosen) or "best_worst" (one pair per prompt: its best against its worst reply). Ties are dropped."""
     pairs_dir: str = "pairs"
     """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
+
+
+@dataclass
+class DPOConfig(PairsConfig):
+    """Settings of ``train_dpo.py`` (task 12: preference pairs from the task's reward, the DPO loss against a frozen reference)."""
+
+    algorithm: ClassVar[str] = "dpo"
+
+    beta: float = setting(0.1, above(0, "0.1 is TRL's default; larger keeps the policy nearer the reference"))
+    """beta of the DPO loss -log sigmoid(beta * ((log pi_c - log ref_c) - (log pi_r - log ref_r))): how strongly the policy is held to the reference. TRL's default is 0.1."""
     rounds: int = setting(1, within("[1, 2]", "2 = one round of iterative DPO"))
     """1: train on the pairs built from the starting policy. 2: iterative DPO: after half the steps, new pairs from the current policy, which becomes the reference too."""
 
@@ -588,7 +597,7 @@ class DPOConfig(TrainConfig):
 
 
 @dataclass
-class RewardModelConfig(TrainConfig):
+class RewardModelConfig(PairsConfig):
     """Settings of ``train_reward_model.py`` (task 13: a reward model learned from preference pairs ranked by the task's reward, the Bradley-Terry loss)."""
 
     algorithm: ClassVar[str] = "rm"
@@ -601,23 +610,6 @@ class RewardModelConfig(TrainConfig):
     """Pairs set aside to measure eval_accuracy: whole prompts are held out (no prompt is in both sets) until at least this many pairs are."""
     center_rewards_coefficient: float = setting(0.0, at_least(0, "0 = off; TRL's docs suggest 0.01"))
     """TRL's center_rewards_coefficient: adds this times the mean squared score to the loss, which sees only score differences (0 = off)."""
-    pairs_file: str = setting(
-        "",
-        Bound(
-            rule=_pairs_file_name,
-            text='"" or a .jsonl, .json or .csv file',
-            hint="must be a .jsonl, .json or .csv file (or empty: build pairs from the task's reward)",
-        ),
-    )
-    """Your own preference pairs: a .jsonl, .json or .csv file with the string columns prompt, chosen and rejected (TRL's format). Empty: pairs built from the task's reward."""
-    pair_prompts: int = setting(2048, POSITIVE)
-    """Building pairs: training prompts to sample replies for (never the held-out prompts of sort and add)."""
-    pair_samples: int = setting(4, at_least(2, "two replies are the fewest that can be compared"))
-    """Building pairs: replies sampled from the starting policy per prompt, scored by the task's reward and ranked."""
-    pair_mode: str = setting("all", one_of("all", "best_worst"))
-    """Building pairs: "all" (every two replies of a prompt whose rewards differ, the higher one chosen) or "best_worst" (one pair per prompt: its best against its worst reply). Ties are dropped."""
-    pairs_dir: str = "pairs"
-    """Folder of built pairs: <task>-<hash>.jsonl and a .json beside it with the command and the settings that built it; a run whose settings match reuses the file."""
     normalization_samples: int = setting(256, at_least(2, "a standard deviation needs two scores"))
     """Fresh replies sampled from the starting policy (new prompts) to measure eval_gold_correlation and the score mean/std saved in reward_model.json."""
 

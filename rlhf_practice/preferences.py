@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from rlhf_practice.config import PAIRS_SUFFIXES, DPOConfig, RewardModelConfig
+from rlhf_practice.config import PAIRS_SUFFIXES, PairsConfig
 from rlhf_practice.errors import DataError
 
 if TYPE_CHECKING:
@@ -62,10 +62,6 @@ PAIR_SEED_OFFSET = 2**33
 warm-up's (seed + 2**32)."""
 BUILD_PROMPTS_PER_CALL = 64
 """Prompts per sampling call while building (each repeated ``pair_samples`` times)."""
-
-
-PairsConfig = DPOConfig | RewardModelConfig
-"""The settings of a script that builds pairs: the fields :func:`pair_settings` reads are in both."""
 
 
 def pair_settings(config: PairsConfig) -> dict:
@@ -137,21 +133,41 @@ def build_pairs(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
 
 def _sample_and_rank(run: TrainingRun, seed: int) -> tuple[list[dict], int]:
     config: PairsConfig = run.config
-    k = config.pair_samples
     prompt_batches = run.task.prompt_batches(run.tokenizer, BUILD_PROMPTS_PER_CALL, seed)
+    return sample_pairs(
+        run.generate, run.score_replies, prompt_batches, config.pair_prompts, config.pair_samples, config.pair_mode,
+        run.tokenizer.eos_token_id, run.device,
+    )  # fmt: skip
+
+
+def sample_pairs(
+    generate: Callable[[torch.Tensor, torch.Tensor], Generation],
+    score: Callable[[Generation, list[str]], tuple[list[str], torch.Tensor]],
+    prompt_batches: Iterator[dict],
+    prompts: int,
+    k: int,
+    mode: str,
+    eos_token_id: int,
+    device: torch.device,
+) -> tuple[list[dict], int]:
+    """``k`` replies to each of the first ``prompts`` prompts of ``prompt_batches``, sampled with ``generate``
+    (one call per batch, its rows on ``device``), scored with ``score`` (the replies' texts and rewards) and
+    ranked (:func:`rank_pairs` with ``mode``). Returns (pairs, prompts whose replies all tied). The pairs of
+    train_dpo.py and train_reward_model.py (:func:`build_pairs`), and those the gates' judge draws to measure
+    a saved reward model."""
     pairs, ties, done = [], 0, 0
-    while done < config.pair_prompts:
+    while done < prompts:
         batch = next(prompt_batches)
-        n = min(len(batch["prompt_text"]), config.pair_prompts - done)
-        input_ids = batch["input_ids"][:n].to(run.device).repeat_interleave(k, dim=0)  # (n * K, P)
-        attention_mask = batch["attention_mask"][:n].to(run.device).repeat_interleave(k, dim=0)
-        prompts = [p for p in batch["prompt_text"][:n] for _ in range(k)]
-        generation = run.generate(input_ids, attention_mask)
-        replies, rewards = run.score_replies(generation, prompts)
-        ended = (generation.response_ids == run.tokenizer.eos_token_id) & (generation.response_mask > 0)
+        n = min(len(batch["prompt_text"]), prompts - done)
+        input_ids = batch["input_ids"][:n].to(device).repeat_interleave(k, dim=0)  # (n * K, P)
+        attention_mask = batch["attention_mask"][:n].to(device).repeat_interleave(k, dim=0)
+        texts = [p for p in batch["prompt_text"][:n] for _ in range(k)]
+        generation = generate(input_ids, attention_mask)
+        replies, rewards = score(generation, texts)
+        ended = (generation.response_ids == eos_token_id) & (generation.response_mask > 0)
         ended, rewards = ended.any(dim=1).tolist(), rewards.tolist()
         for i in range(0, n * k, k):
-            found = rank_pairs(prompts[i], replies[i : i + k], rewards[i : i + k], ended[i : i + k], config.pair_mode)
+            found = rank_pairs(texts[i], replies[i : i + k], rewards[i : i + k], ended[i : i + k], mode)
             pairs += found
             ties += not found
         done += n

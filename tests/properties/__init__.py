@@ -2,7 +2,8 @@
 Hypothesis on many small random inputs, plus float64 central-difference gradient checks.
 
 The laws of the functions of rlhf_practice/rl/<file>.py live in tests/properties/<file>.py (the input
-strategies they share in :mod:`properties.draws`); this module holds what they share. Each
+strategies they share in :mod:`properties.draws`; the tiny GPT-2s of tasks 12 and 13, and the laws that
+reply_logps and get_reward share, in :mod:`properties.models`); this module holds what they share. Each
 :class:`Property` names its graded function, says the law in words, draws its inputs (a dict of named
 values) and checks the law on them: ``check(fn, example)`` returns None when the law holds, or what
 ``fn`` did instead. :func:`laws` loads the laws of one function (only its student file's module).

@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 from properties import NO_GRADIENT, TOL, _Override, close, fmt, got, law
 from properties.draws import (
     _number,
-    _olds,
-    _pad,
     _ratio,
     away_from,
+    clipped_loss_inputs,
     floats,
     gradcheck,
+    loss_reduction,
+    other_padding,
     raises_value_error,
-    response_mask,
     tensor,
     unchanged,
 )
@@ -121,23 +121,7 @@ def _(fn, ex):
 # --- the losses: shared inputs ------------------------------------------------------------------------
 
 _shape = st.tuples(st.integers(1, 4), st.integers(1, 4))
-_losses = _shape.flatmap(
-    lambda s: st.fixed_dictionaries(
-        {
-            "logprobs": tensor(s, -4, 0),
-            "log_ratio": tensor(s, -0.6, 0.6),
-            "ref_logprobs": tensor(s, -4, 0),
-            "advantages": tensor(s[:1]),
-            "mask": response_mask(*s),
-            "clip_range_low": floats(0.05, 0.4),
-            "clip_range_high": floats(0.05, 0.5),
-            "beta": floats(0.0, 0.5),
-            "loss_type": st.sampled_from(["grpo", "dapo", "dr_grpo"]),
-            "max_tokens": st.integers(s[1], 6),
-            "pad": st.integers(1, 2),
-        }
-    )
-).map(_olds("logprobs", "old_logprobs"))
+_losses = clipped_loss_inputs(_shape, clip_range_low=floats(0.05, 0.4), clip_range_high=floats(0.05, 0.5))
 
 TENSORS = ("logprobs", "old_logprobs", "ref_logprobs", "advantages", "mask")
 
@@ -145,28 +129,6 @@ TENSORS = ("logprobs", "old_logprobs", "ref_logprobs", "advantages", "mask")
 def _args(ex: dict, names: tuple[str, ...], **change: object) -> tuple:
     ex = _Override(ex, change)
     return tuple(ex[n] for n in TENSORS + names)
-
-
-def _reduce(x: torch.Tensor, m: torch.Tensor, loss_type: str, max_tokens: int) -> torch.Tensor:
-    if loss_type == "grpo":
-        return _reply_mean(x, m).mean()
-    if loss_type == "dapo":
-        return (x * m).sum() / m.sum().clamp(min=1)
-    return (x * m).sum() / (m.shape[0] * max_tokens)
-
-
-def _padded(fn, ex: dict, names: tuple[str, ...]) -> str | None:
-    """None if other values under the padding, and extra padding columns, change nothing."""
-    m, k = ex["mask"], ex["pad"]
-    base = fn(*_args(ex, names))
-    if bad := _number(base):
-        return bad
-    change = {
-        name: _pad(torch.where(m > 0, ex[name], ex[name] - 1.3 + 0.5 * i), k, -0.4 + 0.2 * i)
-        for i, name in enumerate(("logprobs", "old_logprobs", "ref_logprobs"))
-    }
-    out = fn(*_args(ex, names, mask=_pad(m, k), **change))
-    return None if close(out, base.detach()) else f"{got(out)} with other padding, {fmt(base)} before"
 
 
 def _constants(fn, ex: dict, names: tuple[str, ...]) -> str | None:
@@ -203,7 +165,7 @@ def _(fn, ex):
     lp, old, ref, adv, m = (ex[n] for n in TENSORS)
     ratio, a = torch.exp(lp - old), adv[:, None]
     per_token = -torch.min(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a) + ex["beta"] * _k3(lp, ref)
-    expected = _reduce(per_token, m, ex["loss_type"], ex["max_tokens"])
+    expected = loss_reduction(per_token, m, ex["loss_type"], ex["max_tokens"])
     return None if close(out, expected) else f"{got(out)}, grpo_clip_loss gives {fmt(expected)}"
 
 
@@ -237,7 +199,7 @@ def _(fn, ex):
     lp, old, _, adv, m = (ex[n] for n in TENSORS)
     ratio, a = torch.exp(lp - old), adv[:, None]
     clipped = ratio.clamp(1 - ex["clip_range_low"], 1 + ex["clip_range_high"])
-    expected = _reduce(-torch.min(ratio * a, clipped * a), m, ex["loss_type"], ex["max_tokens"])
+    expected = loss_reduction(-torch.min(ratio * a, clipped * a), m, ex["loss_type"], ex["max_tokens"])
     return None if close(out, expected) else f"{got(out)}, expected {fmt(expected)}"
 
 
@@ -276,7 +238,7 @@ def _(fn, ex):
     _losses,
 )
 def _(fn, ex):
-    return _padded(fn, ex, CLIP_HIGHER)
+    return other_padding(fn, ex, lambda **change: _args(ex, CLIP_HIGHER, **change))
 
 
 @law(
@@ -377,7 +339,7 @@ def _(fn, ex):
     _losses,
 )
 def _(fn, ex):
-    return _padded(fn, ex, GSPO)
+    return other_padding(fn, ex, lambda **change: _args(ex, GSPO, **change))
 
 
 def _s(ex: dict) -> torch.Tensor:
@@ -450,7 +412,7 @@ def _(fn, ex):
     out = fn(*_args(ex, CISPO, old_logprobs=lp.clone()))
     if bad := _number(out):
         return bad
-    expected = _reduce(-adv[:, None] * lp + ex["beta"] * _k3(lp, ref), m, "dapo", 0)
+    expected = loss_reduction(-adv[:, None] * lp + ex["beta"] * _k3(lp, ref), m, "dapo", 0)
     return None if close(out, expected) else f"{got(out)}, expected {fmt(expected)}"
 
 
@@ -467,7 +429,7 @@ def _(fn, ex):
     if bad := _number(out):
         return bad
     w = torch.exp(lp - old).clamp(max=1 + ex["clip_range_high"])
-    expected = _reduce(-w * adv[:, None] * lp, m, "dapo", 0)
+    expected = loss_reduction(-w * adv[:, None] * lp, m, "dapo", 0)
     return None if close(out, expected) else f"{got(out)}, expected {fmt(expected)}"
 
 
@@ -478,7 +440,7 @@ def _(fn, ex):
     _losses,
 )
 def _(fn, ex):
-    return _padded(fn, ex, CISPO)
+    return other_padding(fn, ex, lambda **change: _args(ex, CISPO, **change))
 
 
 @law(

@@ -2,53 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
 from properties import NO_GRADIENT, _Broken, _Override, close, fmt, got, law
-from properties.draws import _pad, floats, gradcheck, tensor, unchanged
+from properties.draws import floats, gradcheck, tensor, unchanged
+from properties.models import VOCAB, TinyGPT2, changed_in_place, model_laws
 
 NO_GRADIENT["reference_logps"] = "the law: nothing requires grad"
 
 # --- reply_logps and reference_logps (§12.2) ----------------------------------------------------------
-
-VOCAB = 6
-_MODELS: dict[tuple[int, float], torch.nn.Module] = {}  # (seed, dropout): built once, copied for each call
-
-
-@dataclass(frozen=True)
-class TinyLM:
-    """A one-layer GPT-2 over a vocabulary of 6 (id 0 is end-of-text and padding), built from a seed."""
-
-    seed: int
-    train: bool = False
-    dropout: float = 0.0
-
-    def build(self) -> torch.nn.Module:
-        """A fresh copy (the function under test may change the model's mode or parameters)."""
-        key = (self.seed, self.dropout)
-        if key not in _MODELS:
-            _MODELS[key] = self._new()
-        return copy.deepcopy(_MODELS[key]).train(self.train)
-
-    def _new(self) -> torch.nn.Module:
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        config = GPT2Config(
-            vocab_size=VOCAB, n_positions=16, n_embd=8, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0,
-            pad_token_id=0, resid_pdrop=self.dropout, embd_pdrop=self.dropout, attn_pdrop=self.dropout,
-        )  # fmt: skip
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            return GPT2LMHeadModel(config)
-
-    def __repr__(self) -> str:
-        return f"tiny GPT-2 (seed {self.seed}, {'train' if self.train else 'eval'} mode)"
 
 
 @st.composite
@@ -61,7 +27,7 @@ def _replies(draw: st.DrawFn, least_reply: int = 1) -> dict:
     ids = draw(st.lists(st.integers(0, VOCAB - 1), min_size=rows * seq, max_size=rows * seq))
     lengths = torch.tensor([p + r for p, r in zip(prompts, replies)])
     return {
-        "model": TinyLM(draw(st.integers(0, 2))),
+        "model": TinyGPT2(draw(st.integers(0, 2))),
         "input_ids": torch.tensor(ids).view(rows, seq),
         "attention_mask": (torch.arange(seq) < lengths[:, None]).long(),
         "prompt_lengths": torch.tensor(prompts),
@@ -124,79 +90,7 @@ def _(fn, ex):
     return None
 
 
-@law(
-    "reply_logps",
-    "padding_changes_nothing",
-    "the ids under padding (attention_mask 0, the end-of-text id included) and extra padding columns change nothing",
-    st.fixed_dictionaries({"ex": _replies(), "fill": st.integers(0, VOCAB - 1)}),
-    examples=8,
-)
-def _(fn, ex):
-    e = ex["ex"]
-    model = e["model"].build()
-    ids, attention, prompts = e["input_ids"], e["attention_mask"], e["prompt_lengths"]
-    base = _logps(fn, model, ids, attention, prompts)
-    other = torch.where(attention > 0, ids, ex["fill"])
-    padded = _logps(fn, model, _pad(other, 2, ex["fill"]).long(), _pad(attention, 2).long(), prompts)
-    return None if close(padded, base, 1e-5) else f"{fmt(padded)} with other padding, {fmt(base)} before"
-
-
-@law(
-    "reply_logps",
-    "mode_and_inputs_unchanged",
-    "the model stays in the mode it comes in (train or eval) and the inputs stay unchanged",
-    st.fixed_dictionaries({"ex": _replies(), "train": st.booleans()}),
-    examples=8,
-)
-def _(fn, ex):
-    e = ex["ex"]
-    model = TinyLM(e["model"].seed, ex["train"], 0.1).build()
-    args = (e["input_ids"], e["attention_mask"], e["prompt_lengths"])
-    before = [a.clone() for a in args]
-    fn(model, *args)
-    if model.training != ex["train"]:
-        return f"the model came in {'train' if ex['train'] else 'eval'} mode and left in the other"
-    changed = [
-        name
-        for name, a, b in zip(("input_ids", "attention_mask", "prompt_lengths"), args, before)
-        if not torch.equal(a, b)
-    ]
-    return f"{changed[0]} was changed in place" if changed else None
-
-
-@law(
-    "reply_logps",
-    "gradient",
-    "the gradient w.r.t. the model's parameters matches central differences along a random direction (float32)",
-    _replies(),
-    examples=6,
-)
-def _(fn, ex):
-    model = ex["model"].build()
-    args = (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"])
-    params = list(model.parameters())
-    out = fn(model, *args)
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        return "the result carries no gradient to the model's parameters"
-    grads = torch.autograd.grad(out.sum(), params, allow_unused=True)
-    gen = torch.Generator().manual_seed(ex["model"].seed)
-    direction = [torch.randn(p.shape, generator=gen) for p in params]
-    norm = math.sqrt(sum((d**2).sum().item() for d in direction))
-    direction = [d / norm for d in direction]  # a unit step: the function is close to linear over h
-    slope = sum((g * d).sum() for g, d in zip(grads, direction) if g is not None).item()
-    h = 1e-2
-    with torch.no_grad():
-        values = []
-        for sign in (1, -1):
-            for p, d in zip(params, direction):
-                p.add_(sign * h * d)
-            values.append(fn(model, *args).sum().item())
-            for p, d in zip(params, direction):
-                p.sub_(sign * h * d)
-    numerical = (values[0] - values[1]) / (2 * h)
-    if abs(slope - numerical) > 2e-2 * max(1.0, abs(numerical)):
-        return f"autograd's directional derivative {slope:.4g}, central differences {numerical:.4g}"
-    return None
+model_laws("reply_logps", _replies(), _logps, lambda out: out, "the result", examples=8)
 
 
 @law(
@@ -224,9 +118,9 @@ def _(fn, ex):
 def _(fn, ex):
     args = (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"])
     seed = ex["model"].seed
-    calm = _logps(fn, TinyLM(seed, False, 0.3).build(), *args)
-    first = _logps(fn, TinyLM(seed, True, 0.3).build(), *args)
-    again = _logps(fn, TinyLM(seed, True, 0.3).build(), *args)
+    calm = _logps(fn, TinyGPT2(seed, False, 0.3).build(), *args)
+    first = _logps(fn, TinyGPT2(seed, True, 0.3).build(), *args)
+    again = _logps(fn, TinyGPT2(seed, True, 0.3).build(), *args)
     if close(first, calm, 1e-5) and close(again, calm, 1e-5):
         return None
     return f"{fmt(first)} then {fmt(again)} from train mode, {fmt(calm)} from eval mode"
@@ -251,15 +145,7 @@ def _(fn, ex):
     examples=6,
 )
 def _(fn, ex):
-    args = (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"])
-    before = [a.clone() for a in args]
-    fn(ex["model"].build(), *args)
-    changed = [
-        name
-        for name, a, b in zip(("input_ids", "attention_mask", "prompt_lengths"), args, before)
-        if not torch.equal(a, b)
-    ]
-    return f"{changed[0]} was changed in place" if changed else None
+    return changed_in_place(fn, ex["model"].build(), (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"]))
 
 
 # --- dpo_loss (§12.3) ---------------------------------------------------------------------------------

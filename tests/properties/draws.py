@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from hypothesis import strategies as st
 
-from properties import fmt, got
+from properties import close, fmt, got
 
 # --- input strategies -------------------------------------------------------------------------------
 
@@ -124,6 +124,54 @@ def _ratio(ex: dict, new: str, old: str) -> torch.Tensor:
 def _pad(x: torch.Tensor, cols: int, fill: float = 0.0) -> torch.Tensor:
     """``x`` with ``cols`` more columns of ``fill`` on the right (padding)."""
     return torch.cat([x, torch.full((x.shape[0], cols), fill, dtype=x.dtype)], dim=1)
+
+
+def clipped_loss_inputs(shape: st.SearchStrategy, **clip_ranges: st.SearchStrategy) -> st.SearchStrategy:
+    """The inputs of a clipped GRPO loss (grpo_clip_loss, §9.2, and task 14's): for a (N, T) ``shape``, logprobs,
+    old_logprobs (logprobs minus a log-ratio within 0.6), ref_logprobs, one advantage per reply and a response
+    mask, then the given clip ranges ("clip_range", or "clip_range_low" and "clip_range_high"), beta, loss_type,
+    max_tokens and "pad" (how many padding columns :func:`other_padding` adds)."""
+    return shape.flatmap(
+        lambda s: st.fixed_dictionaries(
+            {
+                "logprobs": tensor(s, -4, 0),
+                "log_ratio": tensor(s, -0.6, 0.6),
+                "ref_logprobs": tensor(s, -4, 0),
+                "advantages": tensor(s[:1]),
+                "mask": response_mask(*s),
+                **clip_ranges,
+                "beta": floats(0.0, 0.5),
+                "loss_type": st.sampled_from(["grpo", "dapo", "dr_grpo"]),
+                "max_tokens": st.integers(s[1], 6),
+                "pad": st.integers(1, 2),
+            }
+        )
+    ).map(_olds("logprobs", "old_logprobs"))
+
+
+def loss_reduction(x: torch.Tensor, m: torch.Tensor, loss_type: str, max_tokens: int) -> torch.Tensor:
+    """A per-token loss ``x`` reduced as ``loss_type`` says: "grpo" each reply's mean over its real tokens, then
+    their mean; "dapo" the mean over every real token of the batch; "dr_grpo" the sum over N * max_tokens."""
+    if loss_type == "grpo":
+        return ((x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)).mean()
+    if loss_type == "dapo":
+        return (x * m).sum() / m.sum().clamp(min=1)
+    return (x * m).sum() / (m.shape[0] * max_tokens)
+
+
+def other_padding(fn: Callable, ex: dict, args: Callable[..., tuple]) -> str | None:
+    """None if other values under the padding of a :func:`clipped_loss_inputs` example, and ``ex["pad"]`` extra
+    padding columns, change ``fn``'s loss in nothing; ``args(**change)`` are its arguments with some inputs changed."""
+    m, k = ex["mask"], ex["pad"]
+    base = fn(*args())
+    if bad := _number(base):
+        return bad
+    change = {
+        name: _pad(torch.where(m > 0, ex[name], ex[name] - 1.3 + 0.5 * i), k, -0.4 + 0.2 * i)
+        for i, name in enumerate(("logprobs", "old_logprobs", "ref_logprobs"))
+    }
+    out = fn(*args(mask=_pad(m, k), **change))
+    return None if close(out, base.detach()) else f"{got(out)} with other padding, {fmt(base)} before"
 
 
 def _number(out: object) -> str | None:

@@ -2,56 +2,17 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
 from properties import _Broken, close, fmt, got, law
-from properties.draws import _pad, floats, gradcheck, tensor, unchanged
+from properties.draws import floats, gradcheck, tensor, unchanged
+from properties.models import EOS, VOCAB, TinyGPT2, model_laws
 
 # --- get_reward (§13.2) -------------------------------------------------------------------------------
-
-VOCAB = 6
-EOS = 0  # end-of-text and padding, as GPT-2 pads
-_MODELS: dict[tuple[int, float], torch.nn.Module] = {}  # (seed, dropout): built once, copied for each call
-
-
-@dataclass(frozen=True)
-class TinyScorer:
-    """A one-layer GPT-2 with a one-label score head over a vocabulary of 6 (id 0 is end-of-text and padding)."""
-
-    seed: int
-    train: bool = False
-    dropout: float = 0.0
-
-    def build(self) -> torch.nn.Module:
-        """A fresh copy (the function under test may change the model's mode or parameters)."""
-        key = (self.seed, self.dropout)
-        if key not in _MODELS:
-            _MODELS[key] = self._new()
-        return copy.deepcopy(_MODELS[key]).train(self.train)
-
-    def _new(self) -> torch.nn.Module:
-        from transformers import GPT2Config, GPT2ForSequenceClassification
-
-        config = GPT2Config(
-            vocab_size=VOCAB, n_positions=16, n_embd=8, n_layer=1, n_head=2, num_labels=1, bos_token_id=EOS,
-            eos_token_id=EOS, pad_token_id=EOS, resid_pdrop=self.dropout, embd_pdrop=self.dropout,
-            attn_pdrop=self.dropout,
-        )  # fmt: skip
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            model = GPT2ForSequenceClassification(config)
-            with torch.no_grad():
-                model.score.weight.normal_(0, 1.0)  # scores that differ clearly from position to position
-        return model
-
-    def __repr__(self) -> str:
-        return f"tiny GPT-2 with a score head (seed {self.seed}, {'train' if self.train else 'eval'} mode)"
 
 
 @st.composite
@@ -71,7 +32,7 @@ def _sequences(draw: st.DrawFn) -> dict:
             ids[i, lengths[i] - 1] = EOS
     attention = (torch.arange(seq) < lengths[:, None]).long()
     return {
-        "model": TinyScorer(draw(st.integers(0, 2))),
+        "model": TinyGPT2(draw(st.integers(0, 2)), score_head=True),
         "input_ids": torch.where(attention > 0, ids, EOS),
         "attention_mask": attention,
         "prompt_lengths": torch.tensor(prompts),
@@ -150,86 +111,13 @@ def _(fn, ex):
     return f"final_scores {fmt(scores)}, reward_logits at sequence_lengths {fmt(read)}"
 
 
-@law(
-    "get_reward",
-    "padding_changes_nothing",
-    "the ids under padding (attention_mask 0, the end-of-text id included) and extra padding columns change nothing",
-    st.fixed_dictionaries({"ex": _sequences(), "fill": st.integers(0, VOCAB - 1)}),
-    examples=10,
-)
-def _(fn, ex):
-    e = ex["ex"]
-    model = e["model"].build()
-    ids, attention, prompts = e["input_ids"], e["attention_mask"], e["prompt_lengths"]
-    base, _ = _scores(fn, model, ids, attention, prompts)
-    other = torch.where(attention > 0, ids, ex["fill"])
-    padded, _ = _scores(fn, model, _pad(other, 2, ex["fill"]).long(), _pad(attention, 2).long(), prompts)
-    return None if close(padded, base, 1e-5) else f"{fmt(padded)} with other padding, {fmt(base)} before"
+def _final(out: object) -> torch.Tensor:
+    if not isinstance(out, tuple | list) or len(out) != 3 or not isinstance(out[1], torch.Tensor):
+        raise _Broken(f"{got(out)}, expected (reward_logits, final_scores, sequence_lengths)")
+    return out[1]
 
 
-@law(
-    "get_reward",
-    "mode_and_inputs_unchanged",
-    "the model stays in the mode it comes in (train or eval) and the inputs stay unchanged",
-    st.fixed_dictionaries({"ex": _sequences(), "train": st.booleans()}),
-    examples=8,
-)
-def _(fn, ex):
-    e = ex["ex"]
-    model = TinyScorer(e["model"].seed, ex["train"], 0.1).build()
-    args = (e["input_ids"], e["attention_mask"], e["prompt_lengths"])
-    before = [a.clone() for a in args]
-    fn(model, *args)
-    if model.training != ex["train"]:
-        return f"the model came in {'train' if ex['train'] else 'eval'} mode and left in the other"
-    changed = [
-        name
-        for name, a, b in zip(("input_ids", "attention_mask", "prompt_lengths"), args, before)
-        if not torch.equal(a, b)
-    ]
-    return f"{changed[0]} was changed in place" if changed else None
-
-
-@law(
-    "get_reward",
-    "gradient",
-    "the gradient of final_scores w.r.t. the model's parameters matches central differences along a random "
-    "direction (float32)",
-    _sequences(),
-    examples=6,
-)
-def _(fn, ex):
-    model = ex["model"].build()
-    args = (ex["input_ids"], ex["attention_mask"], ex["prompt_lengths"])
-    params = list(model.parameters())
-
-    def final(out: object) -> torch.Tensor:
-        if not isinstance(out, tuple | list) or len(out) != 3 or not isinstance(out[1], torch.Tensor):
-            raise _Broken(f"{got(out)}, expected (reward_logits, final_scores, sequence_lengths)")
-        return out[1]
-
-    out = final(fn(model, *args))
-    if not out.requires_grad:
-        return "final_scores carries no gradient to the model's parameters"
-    grads = torch.autograd.grad(out.sum(), params, allow_unused=True)
-    gen = torch.Generator().manual_seed(ex["model"].seed)
-    direction = [torch.randn(p.shape, generator=gen) for p in params]
-    norm = math.sqrt(sum((d**2).sum().item() for d in direction))
-    direction = [d / norm for d in direction]  # a unit step: the function is close to linear over h
-    slope = sum((g * d).sum() for g, d in zip(grads, direction) if g is not None).item()
-    h = 1e-2
-    with torch.no_grad():
-        values = []
-        for sign in (1, -1):
-            for p, d in zip(params, direction):
-                p.add_(sign * h * d)
-            values.append(final(fn(model, *args)).sum().item())
-            for p, d in zip(params, direction):
-                p.sub_(sign * h * d)
-    numerical = (values[0] - values[1]) / (2 * h)
-    if abs(slope - numerical) > 2e-2 * max(1.0, abs(numerical)):
-        return f"autograd's directional derivative {slope:.4g}, central differences {numerical:.4g}"
-    return None
+model_laws("get_reward", _sequences(), lambda *call: _scores(*call)[0], _final, "final_scores", examples=10)
 
 
 # --- reward_loss (§13.3) ------------------------------------------------------------------------------

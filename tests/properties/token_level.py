@@ -12,9 +12,12 @@ from properties.draws import (
     _pad,
     _ratio,
     away_from,
+    clipped_loss_inputs,
     each_row,
     floats,
     gradcheck,
+    loss_reduction,
+    other_padding,
     raises_value_error,
     response_mask,
     tensor,
@@ -524,22 +527,7 @@ def _(fn, ex):
 
 # --- grpo_clip_loss (§9.2) ----------------------------------------------------------------------------
 
-_gclip = _shape.flatmap(
-    lambda s: st.fixed_dictionaries(
-        {
-            "logprobs": tensor(s, -4, 0),
-            "log_ratio": tensor(s, -0.6, 0.6),
-            "ref_logprobs": tensor(s, -4, 0),
-            "advantages": tensor(s[:1]),
-            "mask": response_mask(*s),
-            "clip_range": floats(0.05, 0.4),
-            "beta": floats(0.0, 0.5),
-            "loss_type": st.sampled_from(["grpo", "dapo", "dr_grpo"]),
-            "max_tokens": st.integers(s[1], 6),
-            "pad": st.integers(1, 2),
-        }
-    )
-).map(_olds("logprobs", "old_logprobs"))
+_gclip = clipped_loss_inputs(_shape, clip_range=floats(0.05, 0.4))
 
 
 def _gclip_args(ex: dict, **change: object) -> tuple:
@@ -555,14 +543,6 @@ def _gclip_args(ex: dict, **change: object) -> tuple:
         ex["loss_type"],
         ex["max_tokens"],
     )
-
-
-def _reduce(x: torch.Tensor, m: torch.Tensor, loss_type: str, max_tokens: int) -> float:
-    if loss_type == "grpo":
-        return ((x * m).sum(1) / m.sum(1).clamp(min=1)).mean().item()
-    if loss_type == "dapo":
-        return _mm(x, m)
-    return ((x * m).sum() / (m.shape[0] * max_tokens)).item()
 
 
 @law(
@@ -592,9 +572,9 @@ def _(fn, ex):
         return bad
     ratio, a = torch.exp(lp - old), adv[:, None]
     bound = max(
-        _reduce(-ratio * a, m, loss_type, max_tokens),
-        _reduce(-ratio.clamp(1 - eps, 1 + eps) * a, m, loss_type, max_tokens),
-    )
+        loss_reduction(-ratio * a, m, loss_type, max_tokens),
+        loss_reduction(-ratio.clamp(1 - eps, 1 + eps) * a, m, loss_type, max_tokens),
+    ).item()
     return None if out.item() >= bound - TOL else f"{got(out)}, below {bound:.4g}"
 
 
@@ -646,16 +626,7 @@ def _(fn, ex):
     _gclip,
 )
 def _(fn, ex):
-    m, k = ex["mask"], ex["pad"]
-    base = fn(*_gclip_args(ex))
-    if bad := _number(base):
-        return bad
-    change = {
-        name: _pad(torch.where(m > 0, ex[name], ex[name] - 1.3 + 0.5 * i), k, -0.4 + 0.2 * i)
-        for i, name in enumerate(("logprobs", "old_logprobs", "ref_logprobs"))
-    }
-    out = fn(*_gclip_args(ex, mask=_pad(m, k), **change))
-    return None if close(out, base.detach()) else f"{got(out)} with other padding, {fmt(base)} before"
+    return other_padding(fn, ex, lambda **change: _gclip_args(ex, **change))
 
 
 @law(
