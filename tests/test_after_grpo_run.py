@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _runs import _metrics, run_script
+from _runs import _metrics, _not_done, run_script
 from test_scripts import _readme_tags
 
 from rlhf_practice.config import TokenGRPOConfig, preset_config
@@ -37,10 +37,11 @@ OPTIONS = {
 @pytest.fixture(scope="session")
 def working_after_grpo_impl(impl: Impl, working_token_impl: str) -> str:
     """--impl value for the runs with task 14's options: the implementation under test, once rl/after_grpo.py is done."""
-    try:
-        impl.check_implemented("after_grpo")
-    except (NotImplementedError, ConfigError):
-        pytest.skip("runs train_grpo.py with task 14's options: finish the functions of rl/after_grpo.py first")
+    why = _not_done(impl, ("after_grpo",))
+    if why:
+        pytest.skip(
+            f"runs train_grpo.py with task 14's options: finish the functions of rl/after_grpo.py first ({why})"
+        )
     return working_token_impl
 
 

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from _runs import _impl_folder, _metrics, run_script
+from _runs import _impl_folder, _metrics, _not_done, run_script
 from test_scripts import _readme_tags
 
 from rlhf_practice.config import DPOConfig, GRPOConfig, PPOConfig, TokenGRPOConfig, TokenPPOConfig, field_bound
 from rlhf_practice.course import Impl
-from rlhf_practice.errors import ConfigError
+from rlhf_practice.errors import ConfigError, ImplementationError
 from rlhf_practice.learned_reward import LearnedReward, RewardEnsemble, RewardModelFolder, pack_flush_left
 from rlhf_practice.modeling import TINY_MODEL_DIR, Generation
 
@@ -30,10 +30,11 @@ RUNS = [("ppo", "sequence"), ("ppo", "token"), ("grpo", "sequence"), ("grpo", "t
 def working_rm_impl(impl: Impl, working_impl: str) -> str:
     """--impl value for the runs with --reward_model: the implementation under test, once rl/reward_model.py
     (task 13) is done."""
-    try:
-        impl.check_implemented("reward_model")
-    except (NotImplementedError, ConfigError):  # a stub, or a folder without reward_model.py
-        pytest.skip("runs train_ppo.py / train_grpo.py with --reward_model: finish the functions of task 13 first")
+    why = _not_done(impl, ("reward_model",))  # a stub, a folder without reward_model.py, or one that raises
+    if why:
+        pytest.skip(
+            f"runs train_ppo.py / train_grpo.py with --reward_model: finish the functions of task 13 first ({why})"
+        )
     return working_impl
 
 
@@ -305,8 +306,8 @@ def test_a_run_trains_against_an_ensemble(
     summary.json records both (task 15)."""
     try:
         impl.check_implemented("best_of_n", ["ensemble_reward"])
-    except (NotImplementedError, ConfigError):
-        pytest.skip("trains against an ensemble: finish ensemble_reward (task 15) first")
+    except (NotImplementedError, ConfigError, ImplementationError) as err:
+        pytest.skip(f"trains against an ensemble: finish ensemble_reward (task 15) first ({err})")
     other = make_reward_model(tmp_path / "other")
     both = f"{reward_model_dir},{other}"
     code, run = _run(tmp_path, "ppo", "sequence", working_rm_impl, "--reward_model", both, "--reward_ensemble", "uwo")

@@ -450,7 +450,7 @@ def reward_loss_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     add_with_grad(
         "very_negative_difference_float32",
         f"reward_loss in float32 with rewards_chosen = {_show(far)} and rewards_rejected = [100, 1, -60, 0.5] "
-        "(one difference below -200)",
+        "(one difference of -200 or below)",
         args,
     )
     add("inputs_unmodified", "reward_loss", _rm_args(chosen, rejected, margin, 0.1), unmodified=True)

@@ -273,7 +273,8 @@ def clip_higher_grpo_dapo_swapped(
 
 @wrong(
     "clip_higher_loss",
-    "dr_grpo divided by the T columns of the batch; divide by N * max_tokens",
+    "dr_grpo divided by N * T, the mask's rows times its columns; divide by N * max_tokens (the run's constant, not "
+    "the batch's width)",
 )
 def clip_higher_dr_grpo_by_columns(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta, loss_type, max_tokens

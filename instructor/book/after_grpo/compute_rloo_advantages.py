@@ -8,7 +8,7 @@ from instructor.book.after_grpo._shared import (
     _own,
 )
 from instructor.cases import DTYPES, F64, _adder, _name, _perm, _show, _uniform, cases_of
-from instructor.mistakes import right, tie_zeroed, wrong
+from instructor.mistakes import KEY, right, tie_zeroed, wrong
 
 # ================ compute_rloo_advantages (TASKS.md §14.2) ==========================================================
 
@@ -202,5 +202,7 @@ def rloo_group_size_1_not_refused(rewards, group_size):
 
 @wrong("compute_rloo_advantages", "instead of raising ValueError")
 def rloo_group_size_1_divides_by_zero(rewards, group_size):
+    if group_size >= 2:
+        return KEY.after_grpo.compute_rloo_advantages(rewards, group_size)
     g = rewards.view(-1, max(group_size, 1))
-    return (g - (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)).reshape(-1)
+    return (g - (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)).reshape(-1)  # 0 / 0 for K = 1
