@@ -171,8 +171,8 @@ def test_command_names_existing_files_and_flags(doc: str, command: str) -> None:
         if arg.startswith("--"):
             flag = arg.split("=")[0]
             assert re.search(rf"{re.escape(flag)}\b", help_text), f"{target} has no flag {flag}"
-        elif not (i > 0 and args[i - 1].startswith("--")):
-            # a positional argument: a path the reader has or makes
+        elif not (i > 0 and args[i - 1].startswith("--")) and not re.fullmatch(r"-?\d+(\.\d+)?", arg):
+            # a positional argument: a path the reader has or makes (a number is a flag's further value: --threads 1 2)
             subcommand = re.search(rf"\{{.*\b{re.escape(arg)}\b.*\}}", help_text)
             assert (ROOT / arg).exists() or PLACEHOLDER.search(arg) or arg == "runs" or subcommand, (
                 f"{arg} does not exist"
