@@ -585,15 +585,18 @@ def assignment(tasks: str | None, files: list[str] | None) -> list[str]:
 
 
 def find_student_files(folder: Path) -> Path | None:
-    """The folder under ``folder`` that holds the most student files (the shallowest of equals; hidden folders
-    and links not followed): the uploaded files themselves, or rlhf_practice/rl/ of an uploaded repository.
-    None when no student file is anywhere in it."""
-    best, most = None, 0
+    """Where the student files are under ``folder``: rlhf_practice/rl/ of an uploaded repository when it holds
+    any (the course's own tests/properties/ holds files of the same names: the property laws, never graded), else
+    the folder that holds the most student files (the shallowest of equals), tests/ folders, hidden folders and
+    links not followed: the uploaded files themselves. None when no student file is anywhere in it."""
+    best, rank = None, (False, 0)
     for here, dirs, names in sorted(os.walk(folder), key=lambda walked: walked[0].count(os.sep)):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "tests"]
         count = sum(name in names for name in SUBMISSION_FILES)
-        if count > most:
-            best, most = Path(here), count
+        path = Path(here)
+        mine = (count > 0 and path.name == "rl" and path.parent.name == "rlhf_practice", count)
+        if mine > rank:
+            best, rank = path, mine
     return best
 
 

@@ -28,7 +28,7 @@ import jsonschema
 import pytest
 import torch
 
-from instructor.children import CASES, GATE, JUDGE, Limits, make_tree, processes_of, run_child
+from instructor.children import CASES, GATE, JUDGE, SUBMISSION_FILES, Limits, make_tree, processes_of, run_child
 from instructor.gradescope import GRADER_MODULES, HIDDEN, build
 from instructor.grading import FUNCTIONS, POINTS, assignment, find_student_files
 from instructor.grading import main as grading
@@ -135,6 +135,11 @@ def test_the_submission_is_found_where_students_put_it(tmp_path: Path) -> None:
     for name in ("ppo.py", "grpo.py"):
         (tmp_path / "a" / "rlhf_practice" / "rl" / name).write_text("")
     (tmp_path / "a" / "ppo.py").write_text("")  # a stray copy at the top: fewer student files
+    assert find_student_files(tmp_path / "a") == tmp_path / "a" / "rlhf_practice" / "rl"
+    # a whole repository: the course's property laws in tests/properties/ have the student files' names, all of them
+    (tmp_path / "a" / "tests" / "properties").mkdir(parents=True)
+    for name in SUBMISSION_FILES:
+        (tmp_path / "a" / "tests" / "properties" / name).write_text("")
     assert find_student_files(tmp_path / "a") == tmp_path / "a" / "rlhf_practice" / "rl"
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "notes.txt").write_text("")
