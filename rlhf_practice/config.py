@@ -230,11 +230,6 @@ class TrainConfig(Settings):
     top_p: float = setting(1.0, within("(0, 1]", "1.0 = no limit"))
     """Nucleus sampling: smallest token set with this much probability (1.0 = no limit). Off-policy, like top_k."""
 
-    def functions_called(self) -> list[str]:
-        """The graded functions (rlhf_practice/course's GRADED) that a run with these settings calls: the run
-        checks these at start-up, and only these, so an unfinished one is one line before anything is loaded."""
-        raise TypeError(f"{type(self).__name__} does not say which graded functions its runs call")
-
     learning_rate: float = setting(1e-4, within("(0, 1]", "try 1e-5 to 1e-3"))
     """Adam learning rate of the policy (and value head)."""
     max_grad_norm: float = setting(1.0, above(0))
@@ -292,6 +287,11 @@ class TrainConfig(Settings):
     """Layers that get a LoRA adapter, by module name: GPT-2's attention projection c_attn (default); c_attn c_proj c_fc adapts the attention output and the MLP too."""
     lora_merge: bool = False
     """With lora_r > 0: save the policy with the adapter merged into the weights (a full model, like a run without LoRA) instead of the adapter alone."""
+
+    def functions_called(self) -> list[str]:
+        """The graded functions (rlhf_practice/course's GRADED) that a run with these settings calls: the run
+        checks these at start-up, and only these, so an unfinished one is one line before anything is loaded."""
+        raise TypeError(f"{type(self).__name__} does not say which graded functions its runs call")
 
     def replies_per_step(self) -> int:
         return self.train_batch_size
