@@ -134,11 +134,20 @@ def _add_catalogued_mistakes(case: dict) -> None:
             continue  # the generic checks tell these (a model left in another mode: whatever its dropout drew)
         if _differs(got, case["expected"]):
             case["mistakes"].setdefault(variant.diagnosis, got)
+            _mark(case, variant)
             continue
         for name, grad in case["grads"].items():
             wrong = result["grads"].get(name)
             if grad["expected"].any() and _plain_like(wrong, grad["expected"]) and _differs(wrong, grad["expected"]):
                 grad["mistakes"].setdefault(variant.diagnosis, wrong)
+                _mark(case, variant)
+
+
+def _mark(case: dict, variant) -> None:
+    """A recorded mistake that stops training (``@wrong(..., stops_training=True)``) is named in the case too
+    (``stops_training``: its diagnoses), so that the grader caps it without the catalog, which holds the key."""
+    if variant.stops_training and variant.diagnosis not in case.setdefault("stops_training", []):
+        case["stops_training"].append(variant.diagnosis)
 
 
 def _detached(out):

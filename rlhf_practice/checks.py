@@ -28,6 +28,8 @@ functions of rlhf_practice/rl/ppo.py): a list of plain dicts, loaded with ``weig
     unmodified    True: the inputs must be unchanged afterwards
     any_float     (optional) the names of the outputs whose dtype may be any floating one (reward_loss's accuracy,
                   a metric: TRL's is float32 whatever the loss's), compared in the coarser dtype
+    stops_training  (optional) the diagnoses among ``mistakes`` that stop training (the grader caps a function
+                  whose result matches one: instructor.grading.stops_training)
     atol          None, or the absolute tolerance of this case's value where the contract states one (a tied
                   group's advantages are 0 "to within 0.01"); else the tolerance of the dtype
 

@@ -13,6 +13,7 @@ every process of the children's user); the quick checks of the zip's contents ru
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pwd
@@ -128,6 +129,15 @@ def test_the_zip_holds_the_grader_and_no_key(tmp_path: Path) -> None:
     }
     with zipfile.ZipFile(zip_path(tmp_path)) as zf:  # the student files are the stubs, whatever rl/ holds here
         assert zf.read("rlhf_practice/rl/ppo.py").decode() == STUBS["ppo.py"]
+        # every instructor module a shipped one imports when it is imported is shipped too: the catalog
+        # (instructor.mistakes, which loads the key) must not be needed to grade
+        shipped = {n.removeprefix("instructor/").removesuffix(".py") for n in names if n.startswith("instructor/")}
+        for name in (n for n in names if n.startswith("instructor/") and n.endswith(".py")):
+            for node in ast.parse(zf.read(name)).body:
+                modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                modules += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                for module in (m for m in modules if m.startswith("instructor.")):
+                    assert module.split(".")[1] in shipped, f"{name} imports {module}, which the zip does not hold"
 
 
 def test_the_submission_is_found_where_students_put_it(tmp_path: Path) -> None:
