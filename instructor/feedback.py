@@ -130,7 +130,8 @@ def fix(grade, function: str) -> str:
     """What to fix in ``function``: why its points are capped, if they are (its result cannot train), then its
     diagnosis; where it fails cases without one, that only all-zero answers (or errors) pass; "" when it passes
     everything."""
-    capped = grade.capped(function) + " " if grade.capped(function) else ""
+    capped = grade.capped(function)
+    capped += " " * bool(capped)
     if function in grade.diagnoses:
         return capped + grade.diagnoses[function]
     if grade.passed[function] < grade.total[function]:

@@ -218,8 +218,7 @@ def _fmt_both(got: torch.Tensor | float, expected: torch.Tensor | float) -> tupl
     start = 0
     if isinstance(expected, torch.Tensor) and got.shape == expected.shape and expected.numel() > 8:
         a, b = got.detach().double().flatten(), expected.detach().double().flatten()
-        tolerance = {"rtol": 1e-4, "atol": 1e-5} if expected.dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
-        differs = ~torch.isclose(a, b, equal_nan=True, **tolerance)
+        differs = ~torch.isclose(a, b, equal_nan=True, **_tolerance(expected.dtype))
         first = int(differs.nonzero()[0]) if differs.any() else 0
         start = max(0, first - 2) if first >= 8 else 0
     show = (lambda x, d: _fmt(x, d, start)) if isinstance(expected, torch.Tensor) else (lambda x, d: f"{x:.{d or 6}g}")
@@ -230,10 +229,15 @@ def _fmt_both(got: torch.Tensor | float, expected: torch.Tensor | float) -> tupl
     return a, b
 
 
+def _tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """A check's tolerance for values of ``dtype``: float32's, else float64's."""
+    return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, atol: float | None = None) -> bool:
     """Equal within the tolerance of ``dtype`` (or within ``atol``, where a case states one); NaN and inf count
     as equal where both hold them."""
-    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-10}
+    tolerance = _tolerance(dtype)
     if atol is not None:
         tolerance["atol"] = atol
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), equal_nan=True, **tolerance)

@@ -539,6 +539,15 @@ def _with(loss_of_d, rewards_chosen, rewards_rejected, margin, center_rewards_co
     return loss, _accuracy(rewards_chosen, rewards_rejected)
 
 
+def _with_centring(term, rewards_chosen, rewards_rejected, margin, center_rewards_coefficient):
+    """(loss, accuracy) with ``term(rewards_chosen, rewards_rejected)`` in place of the centring term's mean of the
+    squared sums: for the variants whose mistake is in the centring term."""
+    loss = -torch.nn.functional.logsigmoid(_difference(rewards_chosen, rewards_rejected, margin)).mean()
+    if center_rewards_coefficient is not None:
+        loss = loss + center_rewards_coefficient * term(rewards_chosen, rewards_rejected)
+    return loss, _accuracy(rewards_chosen, rewards_rejected)
+
+
 @wrong(
     "reward_loss",
     "the sign of the difference flipped: the loss is -logsigmoid(rewards_chosen - rewards_rejected), small when "
@@ -598,11 +607,9 @@ def margin_added(rewards_chosen, rewards_rejected, margin=None, center_rewards_c
     "center_rewards_coefficient * mean((rewards_chosen + rewards_rejected) ** 2)",
 )
 def centring_mean_squared(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
-    d = _difference(rewards_chosen, rewards_rejected, margin)
-    loss = -torch.nn.functional.logsigmoid(d).mean()
-    if center_rewards_coefficient is not None:
-        loss = loss + center_rewards_coefficient * (rewards_chosen + rewards_rejected).mean() ** 2
-    return loss, _accuracy(rewards_chosen, rewards_rejected)
+    return _with_centring(
+        lambda c, r: (c + r).mean() ** 2, rewards_chosen, rewards_rejected, margin, center_rewards_coefficient
+    )
 
 
 @wrong(
@@ -611,11 +618,9 @@ def centring_mean_squared(rewards_chosen, rewards_rejected, margin=None, center_
     "center_rewards_coefficient * mean((rewards_chosen + rewards_rejected) ** 2)",
 )
 def centring_each_score(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
-    d = _difference(rewards_chosen, rewards_rejected, margin)
-    loss = -torch.nn.functional.logsigmoid(d).mean()
-    if center_rewards_coefficient is not None:
-        loss = loss + center_rewards_coefficient * (rewards_chosen**2 + rewards_rejected**2).mean()
-    return loss, _accuracy(rewards_chosen, rewards_rejected)
+    return _with_centring(
+        lambda c, r: (c**2 + r**2).mean(), rewards_chosen, rewards_rejected, margin, center_rewards_coefficient
+    )
 
 
 @wrong(
@@ -653,10 +658,9 @@ def centring_ignored(rewards_chosen, rewards_rejected, margin=None, center_rewar
     "center_rewards_coefficient * mean((rewards_chosen + rewards_rejected) ** 2)",
 )
 def centring_not_squared(rewards_chosen, rewards_rejected, margin=None, center_rewards_coefficient=None):
-    loss = -torch.nn.functional.logsigmoid(_difference(rewards_chosen, rewards_rejected, margin)).mean()
-    if center_rewards_coefficient is not None:
-        loss = loss + center_rewards_coefficient * (rewards_chosen + rewards_rejected).mean()
-    return loss, _accuracy(rewards_chosen, rewards_rejected)
+    return _with_centring(
+        lambda c, r: (c + r).mean(), rewards_chosen, rewards_rejected, margin, center_rewards_coefficient
+    )
 
 
 @wrong(

@@ -96,15 +96,20 @@ def gspo_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
 # --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
 
 
-def _gspo(lp, old, ref, adv, mask, floor, ceiling, beta, *, mean_log_ratio=None, kl=None):
-    """GSPO with the clip's bounds given, s_i's log from ``mean_log_ratio`` and the KL term from ``kl``, for the
-    variants whose mistake lies there."""
+def _gspo(
+    lp, old, ref, adv, mask, floor, ceiling, beta, *, mean_log_ratio=None, kl=None, ratio_over=None, kl_over=None
+):
+    """GSPO with the clip's bounds given, for the variants whose mistake lies in a part of it: s_i's log from
+    ``mean_log_ratio`` and the KL term from ``kl``, or the two means divided by ``ratio_over`` and ``kl_over``
+    instead of each reply's real tokens max(sum_t m_it, 1)."""
     lengths = mask.sum(dim=1).clamp(min=1)
-    log_s = ((lp - old.detach()) * mask).sum(dim=1) / lengths if mean_log_ratio is None else mean_log_ratio
-    s, a = torch.exp(log_s), adv.detach()
+    if mean_log_ratio is None:
+        mean_log_ratio = ((lp - old.detach()) * mask).sum(dim=1) / (lengths if ratio_over is None else ratio_over)
+    if kl is None:
+        kl = (_k3(lp, ref.detach()) * mask).sum(dim=1) / (lengths if kl_over is None else kl_over)
+    s, a = torch.exp(mean_log_ratio), adv.detach()
     per_reply = -torch.min(s * a, torch.clamp(s, floor, ceiling) * a)
-    k3 = _k3(lp, ref.detach()) * mask
-    return (per_reply + beta * (k3.sum(dim=1) / lengths if kl is None else kl)).mean()
+    return (per_reply + beta * kl).mean()
 
 
 @right("gspo_loss")
@@ -123,10 +128,9 @@ def gspo_log_space_clip(logprobs, old_logprobs, ref_logprobs, advantages, mask, 
     "mean over the reply's real tokens",
 )
 def gspo_sum_over_tokens(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
-    log_s = ((logprobs - old_logprobs.detach()) * mask).sum(dim=1)
     return _gspo(
         logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
-        mean_log_ratio=log_s,
+        ratio_over=1,
     )  # fmt: skip
 
 
@@ -138,11 +142,9 @@ def gspo_divides_by_columns(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
 ):
     columns = mask.shape[1]
-    log_s = ((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / columns
-    kl = (_k3(logprobs, ref_logprobs) * mask).sum(dim=1) / columns
     return _gspo(
         logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
-        mean_log_ratio=log_s, kl=kl,
+        ratio_over=columns, kl_over=columns,
     )  # fmt: skip
 
 
@@ -202,9 +204,8 @@ def gspo_kl_missing(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip
     "the KL term summed over the reply's tokens; it is their mean over the reply's real tokens",
 )
 def gspo_kl_summed(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
-    kl = (_k3(logprobs, ref_logprobs) * mask).sum(dim=1)
     return _gspo(
-        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta, kl=kl
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta, kl_over=1
     )
 
 
@@ -239,11 +240,10 @@ def gspo_old_not_detached(
 def gspo_divides_by_zero_length(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
 ):
-    lengths = mask.sum(dim=1)
+    lengths = mask.sum(dim=1)  # no clamp: 0 for a reply with no real token
     return _gspo(
         logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
-        mean_log_ratio=((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / lengths,
-        kl=(_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / lengths,
+        ratio_over=lengths, kl_over=lengths,
     )  # fmt: skip
 
 
@@ -303,10 +303,9 @@ def gspo_token_mean(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip
 def gspo_ratio_over_columns(
     logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta
 ):
-    log_s = ((logprobs - old_logprobs.detach()) * mask).sum(dim=1) / mask.shape[1]
     return _gspo(
         logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
-        mean_log_ratio=log_s,
+        ratio_over=mask.shape[1],
     )  # fmt: skip
 
 
@@ -316,7 +315,7 @@ def gspo_ratio_over_columns(
     "the T columns",
 )
 def gspo_kl_over_columns(logprobs, old_logprobs, ref_logprobs, advantages, mask, clip_range_low, clip_range_high, beta):
-    kl = (_k3(logprobs, ref_logprobs.detach()) * mask).sum(dim=1) / mask.shape[1]
     return _gspo(
-        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta, kl=kl
-    )
+        logprobs, old_logprobs, ref_logprobs, advantages, mask, 1 - clip_range_low, 1 + clip_range_high, beta,
+        kl_over=mask.shape[1],
+    )  # fmt: skip
