@@ -4,6 +4,7 @@
     python train_reward_model.py --impl FOLDER         # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_reward_model.py --label_noise 0.2     # a fifth of the training pairs labelled the wrong way
     python train_reward_model.py --num_pairs 200       # fewer pairs (the over-optimization experiment)
+    python train_reward_model.py --num_layers 1        # a smaller model: the policy's first block only (task 15)
     python train_reward_model.py --pairs_file FILE     # your own pairs: prompt, chosen, rejected (.jsonl, .json, .csv)
     python train_reward_model.py --help                # every setting, with its default
 
@@ -14,7 +15,8 @@ kept in pairs_dir, or read from --pairs_file), split by prompt into training and
 (--heldout_pairs), cut to --num_pairs, a --label_noise share flipped; and --normalization_samples fresh
 replies of the starting policy to new prompts, with their gold reward. All of it is timed apart
 (summary.json's ``pairs_s``). The model is GPT2ForSequenceClassification (one label) started from the
-policy's weights, its score head new.
+policy's weights, its score head new; ``--num_layers N`` keeps the policy's first N blocks only (task 15's
+smaller reward models).
 
 One step: a batch of pairs (chosen rows, then rejected rows) -> get_reward (each row's score at its
 last real token) -> reward_loss (Bradley-Terry) -> Adam step -> log TRL RewardTrainer's names (loss,
@@ -40,6 +42,7 @@ import torch
 from transformers import GPT2ForSequenceClassification
 
 from rlhf_practice.config import RewardModelConfig, parse_config
+from rlhf_practice.errors import ConfigError
 from rlhf_practice.preferences import (
     PairBatch,
     PairData,
@@ -212,15 +215,27 @@ def fresh_samples(run: TrainingRun) -> tuple[PairBatch, torch.Tensor, list[str],
 
 def reward_model_from_policy(run: TrainingRun) -> GPT2ForSequenceClassification:
     """GPT2ForSequenceClassification with one label, its transformer the policy's as it is now (after
-    the warm-up of sort and add, if any) and its score head new (seeded); pad_token_id the tokenizer's."""
+    the warm-up of sort and add, if any) and its score head new (seeded); pad_token_id the tokenizer's.
+    With ``--num_layers N`` its transformer is the policy's embeddings and first N blocks (and final layer
+    norm). Raises ConfigError when the policy has fewer blocks."""
     lm = run.policy.lm
     config = lm.config.__class__.from_dict(lm.config.to_dict())
     config.num_labels = 1
     config.pad_token_id = run.tokenizer.pad_token_id
     config.architectures = ["GPT2ForSequenceClassification"]
+    layers = run.config.num_layers or config.n_layer
+    if layers > config.n_layer:
+        raise ConfigError(
+            f"num_layers={layers} is more than the policy's {config.n_layer} blocks; give 1 to {config.n_layer}, "
+            "or 0 for all of them."
+        )
+    config.n_layer = layers
     torch.manual_seed(run.config.seed)
     model = GPT2ForSequenceClassification(config).to(run.device)
-    model.transformer.load_state_dict(lm.transformer.state_dict())
+    kept = {
+        k: v for k, v in lm.transformer.state_dict().items() if not k.startswith("h.") or int(k.split(".")[1]) < layers
+    }
+    model.transformer.load_state_dict(kept)
     model.eval()  # no dropout, as the policy in every run here: scores of a sequence are deterministic
     return model
 
@@ -242,6 +257,7 @@ def save_reward_model(
         "gold_correlation": final["eval_gold_correlation"].item(),
         "num_pairs": int(run.logger.notes["train_pairs"]),
         "label_noise": config.label_noise,
+        "num_layers": model.config.n_layer,
         "reward": vars(config.reward),  # the annotator that labelled the pairs (the task's reward settings)
         "seed": config.seed,
         "command": shlex.join(["python", *sys.argv]),

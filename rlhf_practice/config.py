@@ -612,6 +612,8 @@ class RewardModelConfig(PairsConfig):
     """TRL's center_rewards_coefficient: adds this times the mean squared score to the loss, which sees only score differences (0 = off)."""
     normalization_samples: int = setting(256, at_least(2, "a standard deviation needs two scores"))
     """Fresh replies sampled from the starting policy (new prompts) to measure eval_gold_correlation and the score mean/std saved in reward_model.json."""
+    num_layers: int = setting(0, NOT_NEGATIVE)
+    """Transformer blocks of the reward model: the policy's embeddings and first this many blocks (the rest left out), all trained; 0 = all. Task 15's smaller reward models keep 1 (TASKS.md §15.4)."""
 
     def functions_called(self) -> list[str]:
         return ["get_reward", "reward_loss"]

@@ -207,7 +207,9 @@ def cached_pairs(run: TrainingRun) -> tuple[list[dict], Path]:
         "prompts_all_tied": ties,
         "build_s": round(seconds, 2),
     }
-    sidecar.write_text(json.dumps(record, indent=2) + "\n")
+    partial = sidecar.with_name(f".{sidecar.name}.partial")  # atomic: a concurrent run reads all of it or none
+    partial.write_text(json.dumps(record, indent=2) + "\n")
+    partial.replace(sidecar)
     print(
         f"pairs: built {len(pairs)} from {config.pair_prompts} prompts x {config.pair_samples} replies "
         f"({ties} prompts all tied); saved to {path}",

@@ -27,6 +27,7 @@ RECORD_KEYS = {
     "gold_correlation",
     "num_pairs",
     "label_noise",
+    "num_layers",
     "reward",
     "seed",
     "command",
@@ -76,7 +77,7 @@ def test_two_step_run_logs_trl_tags_and_saves_a_loadable_model(tmp_path: Path, c
     assert model.config.pad_token_id is not None
     record = json.loads((folder / "reward_model.json").read_text())
     assert set(record) == RECORD_KEYS and record["task"] == "sentiment" and record["normalization_samples"] == 8
-    assert record["score_std"] > 0 and record["label_noise"] == 0.0
+    assert record["score_std"] > 0 and record["label_noise"] == 0.0 and record["num_layers"] == 4
     assert not (run / "policy").exists(), "the policy is not trained here: nothing to save"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["pairs_s"] > 0
@@ -133,6 +134,7 @@ def test_split_is_by_prompt_and_seeded() -> None:
         (["--label_noise", "0.5"], {}, "error: label_noise=0.5 must lie in [0, 0.5)"),
         (["--num_pairs", "100000"], {}, "error: num_pairs=100000: only"),
         (["--level", "token"], {}, "error: level='token': train_reward_model.py has only --level sequence"),
+        (["--num_layers", "9"], {}, "error: num_layers=9 is more than the policy's 4 blocks; give 1 to 4"),
     ],
 )
 def test_bad_settings_are_one_line(tmp_path, capsys, monkeypatch, working_rm_impl, args, files, message) -> None:
@@ -142,6 +144,22 @@ def test_bad_settings_are_one_line(tmp_path, capsys, monkeypatch, working_rm_imp
     code, _ = _rm(tmp_path, working_rm_impl, *args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.timeout(60)
+def test_num_layers_keeps_the_policys_first_blocks(tmp_path: Path, capsys, working_rm_impl: str) -> None:
+    """--num_layers 1 (task 15's reward models): the policy's embeddings and first block, trained, saved as a
+    one-block GPT2ForSequenceClassification that loads as a reward model."""
+    from transformers import AutoModelForSequenceClassification
+
+    from rlhf_practice.learned_reward import check_reward_model
+
+    code, run = _rm(tmp_path, working_rm_impl, "--num_layers", "1")
+    assert code == 0, capsys.readouterr().err
+    model = AutoModelForSequenceClassification.from_pretrained(run / "reward_model")
+    assert model.config.n_layer == 1 and len(model.transformer.h) == 1
+    assert json.loads((run / "reward_model" / "reward_model.json").read_text())["num_layers"] == 1
+    assert check_reward_model(str(run / "reward_model"), "sentiment").config.n_layer == 1
 
 
 @pytest.mark.timeout(90)
