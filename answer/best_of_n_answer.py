@@ -8,9 +8,9 @@ Your tasks in this file (TASKS.md, task 15):
 
 ``scripts/experiments.py best_of_n`` shows how your functions are used: one pool of N replies per prompt
 from the starting policy, scored by reward models (the proxies) and by the rule reward (the gold), then
-proxy and gold of best-of-n against sqrt(KL) for n = 1 ... N. ``train_ppo.py --reward_model A B C
---reward_ensemble min`` trains against an ensemble through ``ensemble_reward``. Shapes: B = prompts,
-N = replies in each prompt's pool, k = reward models. Run ``pytest -m graded -k best_of_n`` to check your work.
+proxy and gold of best-of-n against sqrt(KL) for n = 1 ... N. ``train_ppo.py --reward_model a,b,c
+--reward_ensemble min`` (folders joined by commas) trains against an ensemble through ``ensemble_reward``.
+Shapes: B = prompts, N = replies in each prompt's pool, k = reward models. Run ``pytest -m graded -k best_of_n`` to check your work.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@
 The gold is task 15's annotator: the sentiment reward with the excess-praise term on (GOLD, the reader who
 distrusts gushing), which labels the reward models' pairs and scores every reply. One pool of POOL_REPLIES
 replies to each of POOL_PROMPTS prompts is sampled once from the starting policy (cached in --out: the
-policy, prompts and sampling do not depend on the seed). For each seed, reward models are trained on
-PAIR_COUNTS pairs, plus ENSEMBLE_K - 1 more on the ensemble's pair count with other seeds (their pairs and
-score heads differ); each model scores the pool (normalised as a run normalises it), and for n = 1 ... N
+policy, prompts and sampling do not depend on the seed; sampled in chunks by --jobs processes). For each seed,
+reward models (RM_FLAGS: the policy's first block) are trained on PAIR_COUNTS pairs; the ensemble of a seed is
+its model on ENSEMBLE_PAIRS pairs and those of the next ENSEMBLE_K - 1 seeds (their pairs and score heads
+differ). Each model scores the pool (normalised as a run normalises it; --jobs models at a time), and for n = 1 ... N
 your ``best_of_n_estimate`` gives the expected gold and proxy of best-of-n on each prompt, your
 ``best_of_n_kl`` its distance d = sqrt(KL) from the starting policy, and your ``ensemble_reward`` the
 ensembles' proxies. Gao, Schulman & Hilton's best-of-n form, gold gain R(d) = d (alpha - beta d), is fitted
@@ -16,17 +17,22 @@ to each seed's mean curve by least squares.
 Columns (median [min, max] over seeds): the model's held-out pair accuracy; "gold at n=1" (the pool's mean
 gold); the gold's peak over n and the n and d where it peaks; the gold at n = N and the fall from the peak;
 "fall CI excludes 0" counts the seeds whose fall (from the n of the peak to n = N) has a bootstrap 95 %
-interval (prompts resampled BOOTSTRAP times) above 0; the proxy at n = N; the fitted alpha, beta, R^2 and the d of the fitted peak alpha / (2
-beta). The curves (mean over seeds, fitted curves dashed) go to --out/best_of_n.png.
+interval (prompts resampled BOOTSTRAP times) above 0; the proxy at n = N; the fitted alpha, beta, R^2 and
+the d of the fitted peak alpha / (2 beta). The curves (mean over seeds, fitted curves dashed) go to --out/best_of_n.png.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import io
 import json
 import math
+import multiprocessing
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from types import ModuleType
 
@@ -36,21 +42,24 @@ from overoptimization import (
     ENSEMBLE_PAIRS,
     GOLD,
     PAIR_COUNTS,
-    REWARD_MODEL_MINUTES,
+    RM_FLAGS,
+    SMALL_REWARD_MODEL_MINUTES,
     UWO_COEF,
-    ensemble_members,
     fit_gao,
+    member_seeds,
     reward_model,
+    train_reward_models,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_PROMPTS, POOL_REPLIES, POOL_SEED = 256, 1024, 0  # the pool: prompts x replies, drawn with this seed
 POOL_CHUNK = 4  # prompts per sampling call (x POOL_REPLIES rows)
-SCORE_BATCH = 4096  # rows per reward-model forward
+SCORE_BATCH = 64  # rows per reward-model forward (small batches keep the activations in cache: 64 was fastest)
 BOOTSTRAP = 1000
-# Minutes on our idle 2-core machine at one thread, for the time printed up front: sampling the pool (once),
-# scoring it with one reward model (once per model; kept beside it).
-POOL_MINUTES, SCORE_MINUTES = 8.0, 1.2
+MEAN_CURVE_D = 2.0  # the mean-curve table's "gold at d=2": where RL's gold peaks (TASKS.md §15.6 compares them)
+# Minutes of one process on our idle 2-core machine at one thread, for the time printed up front: sampling the
+# pool (once), scoring it with one reward model (once per model; kept beside it).
+POOL_MINUTES, SCORE_MINUTES = 4.0, 0.27
 COLUMNS = [
     "RM held-out accuracy",
     "gold at n=1",
@@ -75,91 +84,138 @@ def settings_args(seed: int) -> list[str]:
     return ["--preset", "tiny", "--seed", str(seed), *GOLD]
 
 
-def sample_pool(out: Path) -> dict:
-    """The pool: POOL_REPLIES replies of the starting policy to each of POOL_PROMPTS distinct prompts, their
-    rows packed flush left (each distinct prompt + reply once: ``rows``, ``mask``, ``prompt_lengths``; ``index``
-    (B, N) says which row each reply is) and the gold of each distinct row. Cached in ``out``."""
+@functools.cache
+def pool_task() -> tuple:
+    """The pool's settings (seed POOL_SEED, the gold), its task and tokenizer; parsed once per process, quietly
+    (parse_config prints the preset, which would say it once per worker)."""
     from rlhf_practice.config import PPOConfig, parse_config
-    from rlhf_practice.learned_reward import pack_flush_left
-    from rlhf_practice.sampling import Sampler
     from rlhf_practice.tasks import build_task
 
-    config = parse_config(PPOConfig, settings_args(POOL_SEED))
-    key = json.dumps([POOL_PROMPTS, POOL_REPLIES, POOL_SEED, vars(config.data), vars(config.reward), config.model.model_name,
-                      config.max_new_tokens, config.temperature, torch.__version__, torch.get_num_threads()])  # fmt: skip
+    with contextlib.redirect_stderr(io.StringIO()):
+        config = parse_config(PPOConfig, settings_args(POOL_SEED))
+    task = build_task(config)
+    return config, task, task.load_tokenizer()
+
+
+def pool_prompts() -> list[tuple[list[int], str]]:
+    """The pool's POOL_PROMPTS distinct prompts (token ids, text), in the order the prompt stream of seed
+    POOL_SEED gives them."""
+    _, task, tokenizer = pool_task()
+    prompts: dict[str, list[int]] = {}
+    for batch in task.prompt_batches(tokenizer, 64, POOL_SEED):
+        for ids, mask, text in zip(batch["input_ids"], batch["attention_mask"], batch["prompt_text"]):
+            prompts.setdefault(text, ids[mask.bool()].tolist())
+        if len(prompts) >= POOL_PROMPTS:
+            break
+    return [(ids, text) for text, ids in list(prompts.items())[:POOL_PROMPTS]]
+
+
+_WORKER: dict = {}  # a worker process's task, tokenizer and sampler, built by its first chunk
+
+
+def sample_chunk(first: int, chunk: list[tuple[list[int], str]], replies_each: int) -> dict:
+    """``replies_each`` (POOL_REPLIES) replies of the starting policy to each prompt of ``chunk`` (prompts
+    ``first``, ``first`` + 1, ... of the pool), drawn with the random numbers of seed (POOL_SEED, first), so a
+    chunk is the same whichever process samples it and whenever. Returns its distinct rows (prompt + reply packed flush left, as tuples),
+    their prompt lengths, replies and gold, and ``index``: which distinct row each reply is (len(chunk) x
+    POOL_REPLIES). Runs in a worker process (:func:`sample_pool`)."""
+    from rlhf_practice.learned_reward import pack_flush_left
+    from rlhf_practice.sampling import Sampler
+
+    if "sampler" not in _WORKER:
+        config, task, tokenizer = pool_task()
+        torch.manual_seed(POOL_SEED)
+        policy = task.load_policy(torch.device("cpu"))
+        _WORKER.update(task=task, tokenizer=tokenizer, sampler=Sampler.from_config(policy, tokenizer, config))
+    task, tokenizer, sampler = _WORKER["task"], _WORKER["tokenizer"], _WORKER["sampler"]
+    torch.manual_seed(POOL_SEED * 1_000_003 + first)
+    pad = tokenizer.pad_token_id
+    width = max(len(ids) for ids, _ in chunk)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids, _ in chunk])
+    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _ in chunk])
+    generation = sampler.sample(
+        input_ids.repeat_interleave(replies_each, 0), attention.repeat_interleave(replies_each, 0)
+    )
+    packed, mask, lengths = pack_flush_left(generation, pad)
+    decoded = generation.decode(tokenizer)
+    distinct: dict[tuple[int, ...], int] = {}
+    rows, prompt_lengths, prompts, replies, index = [], [], [], [], []
+    for r in range(len(packed)):
+        row = tuple(packed[r, : int(mask[r].sum())].tolist())
+        if row not in distinct:
+            distinct[row] = len(rows)
+            rows.append(row)
+            prompt_lengths.append(int(lengths[r]))
+            prompts.append(chunk[r // replies_each][1])
+            replies.append(decoded[r])
+        index.append(distinct[row])
+    gold = task.reward(prompts, replies).float()
+    return {"rows": rows, "prompt_lengths": prompt_lengths, "replies": replies, "gold": gold, "index": index}
+
+
+def sample_pool(out: Path, jobs: int) -> tuple[dict, Path]:
+    """The pool: POOL_REPLIES replies of the starting policy to each of POOL_PROMPTS distinct prompts, sampled in
+    chunks of POOL_CHUNK prompts by ``jobs`` worker processes (:func:`sample_chunk`: the pool does not depend on
+    ``jobs``). Each distinct prompt + reply is kept once, packed flush left (``rows``, ``mask``,
+    ``prompt_lengths``, ``replies``, ``gold``); ``index`` (B, N) says which row each reply is. Cached in ``out``."""
+    config, _, tokenizer = pool_task()
+    key = json.dumps([POOL_PROMPTS, POOL_REPLIES, POOL_SEED, POOL_CHUNK, vars(config.data), vars(config.reward),
+                      config.model.model_name, config.max_new_tokens, config.temperature, torch.__version__,
+                      torch.get_num_threads()])  # fmt: skip
     digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     path = out / f"best_of_n_pool-{digest}.pt"
     if path.is_file():
         print(f"pool: read {path}", file=sys.stderr)
-        return torch.load(path)
+        return torch.load(path), path
     start = time.perf_counter()
-    task = build_task(config)
-    tokenizer = task.load_tokenizer()
-    torch.manual_seed(POOL_SEED)
-    policy = task.load_policy(torch.device("cpu"))
-    sampler = Sampler.from_config(policy, tokenizer, config)
-    prompts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    for batch in task.prompt_batches(tokenizer, 64, POOL_SEED):
-        for ids, mask, text in zip(batch["input_ids"], batch["attention_mask"], batch["prompt_text"]):
-            prompts.setdefault(text, (ids[mask.bool()], mask[mask.bool()]))
-        if len(prompts) >= POOL_PROMPTS:
-            break
-    texts = list(prompts)[:POOL_PROMPTS]
-    distinct: dict[tuple[int, ...], int] = {}
-    rows, prompt_lengths, prompt_of, replies, index = [], [], [], [], []
-    for first in range(0, POOL_PROMPTS, POOL_CHUNK):
-        chunk = texts[first : first + POOL_CHUNK]
-        width = max(len(prompts[t][0]) for t in chunk)
-        pad = tokenizer.pad_token_id
-        input_ids = torch.stack(
-            [torch.cat([torch.full((width - len(prompts[t][0]),), pad), prompts[t][0]]) for t in chunk]
-        )
-        attention = (torch.arange(width) >= width - torch.tensor([len(prompts[t][0]) for t in chunk])[:, None]).long()
-        generation = sampler.sample(
-            input_ids.repeat_interleave(POOL_REPLIES, 0), attention.repeat_interleave(POOL_REPLIES, 0)
-        )
-        packed, mask, lengths = pack_flush_left(generation, pad)
-        decoded = generation.decode(tokenizer)
-        for r in range(len(packed)):
-            key_row = tuple(packed[r, : int(mask[r].sum())].tolist())
-            if key_row not in distinct:
-                distinct[key_row] = len(rows)
-                rows.append(key_row)
-                prompt_lengths.append(int(lengths[r]))
-                prompt_of.append(chunk[r // POOL_REPLIES])
-                replies.append(decoded[r])
-            index.append(distinct[key_row])
-        print(f"\rpool: {first + len(chunk)}/{POOL_PROMPTS} prompts sampled", end="", file=sys.stderr, flush=True)
-    width = max(len(r) for r in rows)
+    prompts = pool_prompts()
+    chunks = [(first, prompts[first : first + POOL_CHUNK]) for first in range(0, POOL_PROMPTS, POOL_CHUNK)]
+    parts: list[dict] = [{}] * len(chunks)
+    with worker_processes(jobs) as pool:
+        futures = {pool.submit(sample_chunk, first, chunk, POOL_REPLIES): i for i, (first, chunk) in enumerate(chunks)}
+        for done, future in enumerate(as_completed(futures), 1):
+            parts[futures[future]] = future.result()
+            print(f"\rpool: {done * POOL_CHUNK}/{POOL_PROMPTS} prompts sampled", end="", file=sys.stderr, flush=True)
+    rows = [row for part in parts for row in part["rows"]]
+    offsets = torch.tensor([0] + [len(part["rows"]) for part in parts]).cumsum(0)
     pad = tokenizer.pad_token_id
+    width = max(len(r) for r in rows)
     pool = {
         "rows": torch.tensor([list(r) + [pad] * (width - len(r)) for r in rows]),
         "mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
-        "prompt_lengths": torch.tensor(prompt_lengths),
-        "index": torch.tensor(index).view(POOL_PROMPTS, POOL_REPLIES),
-        "gold": task.reward(prompt_of, replies).float(),
-        "replies": replies,
+        "prompt_lengths": torch.tensor([n for part in parts for n in part["prompt_lengths"]]),
+        "index": torch.cat([torch.tensor(part["index"]) + offsets[i] for i, part in enumerate(parts)]).view(
+            POOL_PROMPTS, POOL_REPLIES
+        ),
+        "gold": torch.cat([part["gold"] for part in parts]),
+        "replies": [reply for part in parts for reply in part["replies"]],
         "key": digest,
     }
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(pool, path)
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(pool, partial)
+    partial.replace(path)
     print(
         f"\npool: {POOL_PROMPTS} prompts x {POOL_REPLIES} replies, {len(rows)} distinct, sampled and scored in "
-        f"{time.perf_counter() - start:.0f} s; saved to {path}",
+        f"{time.perf_counter() - start:.0f} s by {jobs} processes; saved to {path}",
         file=sys.stderr,
     )
-    return pool
+    return pool, path
+
+
+def worker_processes(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` fresh Python processes (spawned, not forked: the parent's torch threads do not survive a fork),
+    each with the parent's OMP_NUM_THREADS."""
+    return ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
 
 @torch.no_grad()
 def score_pool(pool: dict, folder: Path, impl: ModuleType) -> torch.Tensor:
     """(U,) the normalised score of each distinct row of the pool by the reward model in ``folder`` (read
     with the implementation's ``get_reward``, as a run reads it), rows of a length together."""
-    from rlhf_practice.config import PPOConfig, parse_config
     from rlhf_practice.learned_reward import LearnedReward, check_reward_model
-    from rlhf_practice.tasks import build_task
 
-    tokenizer = build_task(parse_config(PPOConfig, settings_args(0))).load_tokenizer()
+    tokenizer = pool_task()[2]
     model = LearnedReward.load(check_reward_model(str(folder), "sentiment"), tokenizer, torch.device("cpu"))
     lengths = pool["mask"].sum(1)
     order = torch.argsort(lengths, stable=True)
@@ -172,6 +228,19 @@ def score_pool(pool: dict, folder: Path, impl: ModuleType) -> torch.Tensor:
         scores[part] = s.float()
     mean, std = model.folder.normalization
     return (scores - mean) / std
+
+
+def score_worker(pool_path: str, folder: str, impl_name: str) -> None:
+    """:func:`score_pool` in a worker process: the scores saved beside the reward model (``pool_scores-<pool>.pt``)."""
+    from rlhf_practice.course import load_impl
+
+    if _WORKER.get("pool_path") != pool_path:
+        _WORKER.update(pool=torch.load(pool_path), pool_path=pool_path)
+    pool = _WORKER["pool"]
+    path = Path(folder) / f"pool_scores-{pool['key']}.pt"
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(score_pool(pool, Path(folder), load_impl(impl_name).reward_model), partial)
+    partial.replace(path)
 
 
 def bootstrap_fall(per_prompt: torch.Tensor, peak: int, generator: torch.Generator) -> tuple[float, float]:
@@ -197,7 +266,7 @@ def curve_figures(bon: ModuleType, proxy: torch.Tensor, gold: torch.Tensor, accu
     n = torch.arange(1, proxy.shape[1] + 1)
     d = bon.best_of_n_kl(n).double().sqrt()
     peak = int(torch.argmax(gold_curve))
-    low, _ = bootstrap_fall(per_prompt, peak, torch.Generator().manual_seed(seed))
+    low, high = bootstrap_fall(per_prompt, peak, torch.Generator().manual_seed(seed))
     figures = {
         "RM held-out accuracy": accuracy,
         "gold at n=1": float(gold_curve[0]),
@@ -211,70 +280,119 @@ def curve_figures(bon: ModuleType, proxy: torch.Tensor, gold: torch.Tensor, accu
     }
     fit = fit_gao(d.tolist(), (gold_curve - gold_curve[0]).tolist(), "bon")
     figures.update(fit, **{"fitted peak d": fit["α"] / (2 * fit["β"]) if fit["β"] > 0 else math.inf})
-    return {"figures": figures, "d": d, "gold": gold_curve, "proxy": proxy_curve}
+    return {"figures": figures, "d": d, "gold": gold_curve, "proxy": proxy_curve, "fall CI": (low, high)}
 
 
-def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str]) -> tuple:
-    """Run the experiment (the rows of ROWS whose labels ``rows`` names, all when empty); draw its curves into
-    ``out``; return its table (columns, rows)."""
+def mean_curve_tables(results: dict[str, list[dict]], seeds: list[int]) -> str:
+    """Two markdown tables under the main one: Gao's best-of-n form fitted to each row's curve averaged over the
+    seeds (the curve best_of_n.png draws), with the gold where d = sqrt(KL) is nearest MEAN_CURVE_D (to hold
+    against RL at the same distance); and each seed's fall from its peak with its bootstrap 95 % interval."""
+    lines = [f"Gao's best-of-n form fitted to the mean curve over seeds {', '.join(map(str, seeds))}:", ""]
+    lines += [
+        f"| run | gold peak | n at peak | d at peak | gold at d={MEAN_CURVE_D:g} | gold at n=N | fall | α | β | R² | fitted peak d |"
+    ]
+    lines += ["|---" * 11 + "|"]
+    for label, runs in results.items():
+        if not runs:
+            continue
+        d, gold = runs[0]["d"], torch.stack([r["gold"] for r in runs]).mean(0)
+        peak, near = int(torch.argmax(gold)), int(torch.argmin((d - MEAN_CURVE_D).abs()))
+        fit = fit_gao(d.tolist(), (gold - gold[0]).tolist(), "bon")
+        top = fit["α"] / (2 * fit["β"]) if fit["β"] > 0 else math.inf
+        cells = [
+            gold[peak],
+            peak + 1,
+            d[peak],
+            gold[near],
+            gold[-1],
+            gold[peak] - gold[-1],
+            fit["α"],
+            fit["β"],
+            fit["R²"],
+            top,
+        ]
+        lines.append(f"| {label} | " + " | ".join(f"{float(c):.3g}" for c in cells) + " |")
+    lines += ["", "Each seed's fall from its peak to n = N, with its bootstrap 95 % interval (prompts resampled):", ""]
+    lines += ["| run | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
+    for label, runs in results.items():
+        cells = [f"{r['figures']['fall']:.3f} [{r['fall CI'][0]:.3f}, {r['fall CI'][1]:.3f}]" for r in runs]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str], jobs: int = 1) -> tuple:
+    """Run the experiment (the rows of ROWS whose labels ``rows`` names, all when empty), ``jobs`` processes at a
+    time (the figures do not depend on ``jobs``); draw its curves into ``out``; return its table (columns, rows)."""
     from rlhf_practice.course import load_impl
 
     wanted = [label for label in ROWS if not rows or label in rows]
-    ensemble = any("ensemble" in label for label in wanted)
+    modes = [m for m in ("mean", "min", "uwo") if f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {m}" in wanted]
     impl = load_impl(impl_name)
     # the functions these rows call: reward models trained and scoring, best-of-n's curves, the ensembles' combination
     impl.check_functions(
-        ["get_reward", "reward_loss", "best_of_n_kl", "best_of_n_estimate", *["ensemble_reward"] * ensemble]
+        ["get_reward", "reward_loss", "best_of_n_kl", "best_of_n_estimate", *["ensemble_reward"] * bool(modes)]
     )
-    models = len({p for p in PAIR_COUNTS if f"RM on {p} pairs" in wanted} | ({ENSEMBLE_PAIRS} if ensemble else set()))
-    models += (ENSEMBLE_K - 1) * ensemble
-    minutes = POOL_MINUTES + len(seeds) * models * (SCORE_MINUTES + REWARD_MODEL_MINUTES)
+    pair_counts = [p for p in PAIR_COUNTS if f"RM on {p} pairs" in wanted]
+    models = sorted({(s, p) for s in seeds for p in pair_counts}
+                    | {(m, ENSEMBLE_PAIRS) for s in seeds if modes for m in member_seeds(s)})  # fmt: skip
+    minutes = POOL_MINUTES + len(models) * (SCORE_MINUTES + SMALL_REWARD_MODEL_MINUTES)
     print(
-        f"best_of_n: a pool of {POOL_PROMPTS} x {POOL_REPLIES} replies, {len(seeds) * models} reward models scoring it: "
-        f"about {minutes:.0f} minutes on a 2-core machine (less with the pool and reward models of an earlier run "
-        f"in {out})",
+        f"best_of_n: a pool of {POOL_PROMPTS} x {POOL_REPLIES} replies and {len(models)} reward models scoring it, "
+        f"{jobs} processes at a time: about {minutes / max(1, jobs):.0f} minutes on our 2-core machine (less with the "
+        f"pool and reward models of an earlier run in {out})",
         file=sys.stderr,
+        flush=True,
     )
-    pool = sample_pool(out)
+    pool, pool_path = sample_pool(out, jobs)
+    train_reward_models(out, models, impl_name, extra, GOLD, RM_FLAGS, jobs)
+    folders = {(s, p): reward_model(out, s, p, impl_name, extra) for s, p in models}  # (folder, accuracy)
+    score_all(pool, pool_path, [f for f, _ in folders.values()], impl_name, jobs)
     index, gold = pool["index"], pool["gold"][pool["index"]]  # (B, N)
     results: dict[str, list[dict]] = {label: [] for label in wanted}
     for seed in seeds:
-        for pairs in PAIR_COUNTS:
+        for pairs in pair_counts:
             label = f"RM on {pairs} pairs"
-            if label in wanted:
-                folder, accuracy = reward_model(out, seed, pairs, impl_name, extra)
-                result = curve_figures(impl.best_of_n, pool_scores(pool, folder, impl)[index], gold, accuracy, seed)
-                results[label].append(result)
-                print(f"  seed {seed}, {label}: " + _line(result["figures"]), file=sys.stderr)
-        modes = [
-            m for m in ("mean", "min", "uwo") if f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {m}" in wanted
-        ]
+            folder, accuracy = folders[seed, pairs]
+            result = curve_figures(impl.best_of_n, pool_scores(pool, folder)[index], gold, accuracy, seed)
+            results[label].append(result)
+            print(f"  seed {seed}, {label}: " + _line(result["figures"]), file=sys.stderr)
         if modes:
-            members = torch.stack([pool_scores(pool, f, impl) for f in ensemble_members(out, seed, impl_name, extra)])
+            members = torch.stack([pool_scores(pool, folders[m, ENSEMBLE_PAIRS][0]) for m in member_seeds(seed)])
         for mode in modes:
             label = f"ensemble of {ENSEMBLE_K} on {ENSEMBLE_PAIRS} pairs, {mode}"
             combined = impl.best_of_n.ensemble_reward(members, mode, float(UWO_COEF))
             result = curve_figures(impl.best_of_n, combined[index], gold, math.nan, seed)
             results[label].append(result)
             print(f"  seed {seed}, {label}: " + _line(result["figures"]), file=sys.stderr)
+    print(mean_curve_tables(results, seeds) + "\n")
     plot(results, out / "best_of_n.png", seeds)
     print(f"curves saved to {out / 'best_of_n.png'}", file=sys.stderr)
     with (out / "best_of_n.jsonl").open("a") as f:
         for label, runs in results.items():
             for seed, r in zip(seeds, runs):
                 curves = {k: r[k].tolist() for k in ("gold", "proxy")}
-                f.write(json.dumps({"row": label, "seed": seed, "impl": impl_name, **r["figures"], **curves}) + "\n")
+                record = {"row": label, "seed": seed, "impl": impl_name, "threads": torch.get_num_threads()}
+                f.write(json.dumps({**record, **r["figures"], **curves}) + "\n")
     return COLUMNS, [(label, [[r["figures"][c] for r in runs] for c in COLUMNS]) for label, runs in results.items()]
 
 
-def pool_scores(pool: dict, folder: Path, impl: ModuleType) -> torch.Tensor:
-    """:func:`score_pool`, kept beside the reward model (pool_scores-<pool>.pt) for the next run."""
-    path = folder / f"pool_scores-{pool['key']}.pt"
-    if path.is_file():
-        return torch.load(path)
-    scores = score_pool(pool, folder, impl.reward_model)
-    torch.save(scores, path)
-    return scores
+def pool_scores(pool: dict, folder: Path) -> torch.Tensor:
+    """The scores :func:`score_worker` kept beside the reward model in ``folder``."""
+    return torch.load(folder / f"pool_scores-{pool['key']}.pt")
+
+
+def score_all(pool: dict, pool_path: Path, folders: list[Path], impl_name: str, jobs: int) -> None:
+    """Score the pool with every model of ``folders`` that has not scored it yet, ``jobs`` models at a time."""
+    todo = [f for f in dict.fromkeys(folders) if not (f / f"pool_scores-{pool['key']}.pt").is_file()]
+    if not todo:
+        return
+    start = time.perf_counter()
+    with worker_processes(jobs) as workers:
+        futures = [workers.submit(score_worker, str(pool_path), str(f), impl_name) for f in todo]
+        for done, future in enumerate(as_completed(futures), 1):
+            future.result()
+            print(f"\rpool scored by {done}/{len(todo)} reward models", end="", file=sys.stderr, flush=True)
+    print(f" in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
 def _line(figures: dict) -> str:

@@ -127,6 +127,7 @@ from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 from rlhf_practice.training import run_main  # noqa: E402
 
+MAX_JOBS = 4  # --jobs's default: the CPU's cores, at most this many (each process holds a model and its pool)
 REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
@@ -748,7 +749,7 @@ def experiment_rows(name: str) -> list[str]:
     if name in LECTURE:
         return [row.label for row in LECTURE[name][0]]
     if name in overoptimization.GRIDS:
-        return [label for label, _, _ in overoptimization.GRIDS[name][1]]
+        return [label for label, _, _ in overoptimization.GRIDS[name][2]]
     return list(best_of_n.ROWS if name == "best_of_n" else overoptimization.RM_VS_DPO_ROWS)
 
 
@@ -826,6 +827,15 @@ def main() -> None:
         default=[],
         help="run the experiment once per thread count (OMP_NUM_THREADS), each table under its count",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, MAX_JOBS
+        ),
+        help=f"best_of_n and overoptimization: processes at a time (default: the CPU's cores, at most {MAX_JOBS}); "
+        "the figures do not depend on it",
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
     if args.threads:
@@ -849,10 +859,10 @@ def main() -> None:
             torch.set_num_threads(1)
         if args.experiment in overoptimization.GRIDS:
             columns, table = overoptimization.overoptimization(
-                args.seeds, args.impl, args.extra, args.out, rows_given, args.experiment
+                args.seeds, args.impl, args.extra, args.out, rows_given, args.experiment, args.jobs
             )
         elif args.experiment == "best_of_n":
-            columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, rows_given)
+            columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, rows_given, args.jobs)
         else:
             columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra, rows_given)
         counts = overoptimization.COUNTS | best_of_n.COUNTS  # counts of seeds, not medians

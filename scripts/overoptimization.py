@@ -5,19 +5,22 @@
 
 overoptimization: the gold is task 15's annotator, the sentiment reward with the excess-praise term on (GOLD:
 a reader who distrusts gushing), which labels the reward models' pairs and is logged as ``reward/gold``. For
-each seed, reward models are trained on PAIR_COUNTS pairs (one pool of pairs per seed; the held-out pairs the
-same for all), plus ENSEMBLE_K - 1 more on ENSEMBLE_PAIRS pairs with other seeds (other pairs, another score
-head; :func:`reward_model`, cached in --out/reward_models and shared with ``best_of_n``); then token-level
+each seed, reward models (RM_FLAGS: the policy's first block) are trained on PAIR_COUNTS pairs (one pool of
+pairs per seed); the ensemble of a seed is its model on ENSEMBLE_PAIRS pairs and those of the next
+ENSEMBLE_K - 1 seeds (other pairs, another score head; :func:`reward_model`, cached in --out/reward_models
+and shared with ``best_of_n``); then, --jobs runs at a time, token-level
 PPO trains POLICY_STEPS steps against each row's reward (ROWS): one model with the KL penalty off (beta 0)
 or on, or the ensemble through your ``ensemble_reward`` (``--reward_model a,b,c --reward_ensemble MODE``).
 Every step logs the proxy (``reward/mean``: the reward model's score, normalised to mean 0 and std 1 over
 the starting policy's replies), the gold (``reward/gold``, which the update never sees) and ``kl/ref``. The
 figures read the curves smoothed over SMOOTH steps: the gold at the start (its first START steps), its peak
-and the step and sqrt(kl/ref) there, where it ends (the mean of the last 10 % of steps), the fall from the
-peak and the fall over the rise; the proxy at the gold's peak and at the end; sqrt(kl/ref) at the end;
-"rose then fell" counts the seeds whose gold fell by at least a third of its rise while the proxy ended
-above its value at the gold's peak; "ends above one model" (ensemble rows) the seeds whose gold ended above
-that of the seed's own model on ENSEMBLE_PAIRS pairs alone (same beta). Gao, Schulman & Hilton's RL form,
+and the step and sqrt(kl/ref) there, its lowest point after the peak and that step, the fall to it over the
+rise; the proxy at the gold's peak and at its low; where gold and proxy end (the mean of the last 10 % of
+steps) and sqrt(kl/ref) there; "rose then fell" counts the seeds whose gold fell after its peak by at least
+a third of its rise, to a point where the proxy stood above its value at the gold's peak (a fall while
+the proxy rose: with beta 0 the policy may wander on once the proxy saturates, so the end can recover);
+"ends above one model" (ensemble rows) the seeds whose gold ended above that of the seed's own model on
+ENSEMBLE_PAIRS pairs alone (same beta). Gao, Schulman & Hilton's RL form,
 gold gain R(d) = d (alpha - beta log d) with d = sqrt(kl/ref), is fitted to each run's smoothed curve
 (alpha, beta, R^2). The curves, gold and proxy against sqrt(KL), go to --out/overoptimization.png; each
 run's figures are appended to --out/overoptimization.jsonl.
@@ -37,22 +40,25 @@ import math
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLD = ["--reward.praise_penalty_weight", "0.5"]  # task 15's annotator and gold: a reader who distrusts gushing
-PAIR_COUNTS = (64, 256, 1024)  # the reward models of each seed
-ENSEMBLE_PAIRS, ENSEMBLE_K = 1024, 3  # the ensemble: the seed's model on ENSEMBLE_PAIRS pairs and K - 1 more
+GOLD = ["--reward.praise_penalty_weight", "1"]  # task 15's annotator and gold: a reader who distrusts gushing
+# Task 15's reward models: the policy's embeddings and first block only (a smaller proxy, as Gao et al. vary it;
+# it scores best_of_n's pool of 262,144 replies in about a third of the time of the whole model: 17 s against 58 s).
+RM_FLAGS = ["--num_layers", "1"]
+PAIR_COUNTS = (64, 256, 1024, 2048)  # best_of_n's reward models of each seed (about 2,400 pairs are there to draw from)
+ENSEMBLE_PAIRS, ENSEMBLE_K = 1024, 3  # the ensemble: the models on ENSEMBLE_PAIRS pairs of its seed and the next K - 1
 UWO_COEF = "0.5"  # --reward_uncertainty_coef of the uwo ensemble
-MEMBER_SEED = 1000  # member j (1 ... K - 1) of seed s's ensemble is trained with --seed MEMBER_SEED * j + s
 POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
 START = 3  # "gold at start": the mean of the first START steps (the policy has barely moved yet)
-# Minutes on our idle 2-core machine at one thread, for the time printed up front: one reward model (its pairs
-# included), one PPO run of POLICY_STEPS token-level steps.
-REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 1.6
+# Minutes of one process on our idle 2-core machine at one thread, for the time printed up front: one reward model
+# (its pairs included; the whole policy, and task 15's RM_FLAGS one), one PPO run of POLICY_STEPS token-level steps.
+REWARD_MODEL_MINUTES, SMALL_REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 0.16, 1.6
 MANY = 1024  # rm_vs_dpo's reward model
 PPO_STEPS = 100  # rm_vs_dpo's PPO
 # (label, pairs or "ensemble", PPO flags) of task 15's grid, against GOLD
@@ -69,7 +75,8 @@ ROWS = [
 ]
 # Task 13's grid (overoptimization_sentiment, TASKS.md §13.6): the plain sentiment reward as the gold.
 SENTIMENT_ROWS = [(f"RM on {p} pairs, PPO --beta {b}", p, ["--beta", b]) for p in (16, 1024) for b in ("0", "0.1")]
-GRIDS = {"overoptimization": (GOLD, ROWS), "overoptimization_sentiment": ([], SENTIMENT_ROWS)}
+# name -> (the gold's flags, the reward models' flags, the rows)
+GRIDS = {"overoptimization": (GOLD, RM_FLAGS, ROWS), "overoptimization_sentiment": ([], [], SENTIMENT_ROWS)}
 DROP = (
     0.1  # task 13's "over-optimized": the gold ended at least this far below its peak, the proxy above its value there
 )
@@ -90,10 +97,12 @@ COLUMNS = [
     "gold peak",
     "step of peak",
     "√KL at peak",
-    "gold at end",
-    "fall",
+    "gold low after peak",
+    "step of low",
     "fall ÷ rise",
     "proxy at peak",
+    "proxy at low",
+    "gold at end",
     "proxy at end",
     "√KL at end",
     "rose then fell",
@@ -157,11 +166,11 @@ def curves(folder: Path) -> dict[str, list[float]]:
 
 
 def reward_model(
-    out: Path, seed: int, pairs: int, impl: str, extra: list[str], gold: list[str] = GOLD
+    out: Path, seed: int, pairs: int, impl: str, extra: list[str], gold: list[str] = GOLD, flags: list[str] = RM_FLAGS
 ) -> tuple[Path, float]:
     """The folder of a reward model on ``pairs`` pairs labelled by ``gold`` (the reward's flags), trained with
-    ``--seed seed``, and its
-    held-out accuracy. Kept in ``out``/reward_models under a name made of everything it depends on (the
+    ``--seed seed`` and ``flags`` (train_reward_model.py's: task 15's RM_FLAGS by default), and its held-out
+    accuracy. Kept in ``out``/reward_models under a name made of everything it depends on (the
     settings, and the text of the implementation's reward_model.py), so best_of_n and overoptimization share
     it and a rerun reuses it; the pairs of a seed are built once (``out``/pairs)."""
     from rlhf_practice.course import load_impl
@@ -170,14 +179,14 @@ def reward_model(
     # the thread count too: a model trained on 2 threads differs in its last bits from one trained on 1, so a run
     # of another thread count (experiments.py --threads 1 2) must not read this one's
     threads = torch.get_num_threads()
-    key = hashlib.sha1(json.dumps([seed, pairs, gold, extra, threads]).encode() + source).hexdigest()[:10]
+    key = hashlib.sha1(json.dumps([seed, pairs, gold, flags, extra, threads]).encode() + source).hexdigest()[:10]
     name = f"rm-seed{seed}-pairs{pairs}-{key}"
     folder = out / "reward_models" / name / "reward_model"
     if not (folder / "reward_model.json").is_file():
         print(f"seed {seed}: reward model on {pairs} pairs ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(dir=out) as tmp:  # a run killed half-way leaves no folder of that name
             args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", name]
-            args += ["--pairs_dir", str(out / "pairs"), "--num_pairs", str(pairs), *gold, *extra]
+            args += ["--pairs_dir", str(out / "pairs"), "--num_pairs", str(pairs), *gold, *flags, *extra]
             _run("train_reward_model.py", args)
             (out / "reward_models").mkdir(exist_ok=True)
             try:
@@ -189,10 +198,29 @@ def reward_model(
     return folder, accuracy
 
 
+def member_seeds(seed: int) -> list[int]:
+    """The --seed of each model of seed ``seed``'s ensemble, all on ENSEMBLE_PAIRS pairs: its own model, then those
+    of the next K - 1 seeds (seeds 0-4 share their models: 7 models, not 15, make their 5 ensembles)."""
+    return [seed + j for j in range(ENSEMBLE_K)]
+
+
 def ensemble_members(out: Path, seed: int, impl: str, extra: list[str]) -> list[Path]:
-    """Seed ``seed``'s ensemble: its model on ENSEMBLE_PAIRS pairs and ENSEMBLE_K - 1 more with other seeds."""
-    seeds = [seed] + [MEMBER_SEED * j + seed for j in range(1, ENSEMBLE_K)]
-    return [reward_model(out, s, ENSEMBLE_PAIRS, impl, extra)[0] for s in seeds]
+    """Seed ``seed``'s ensemble: the models on ENSEMBLE_PAIRS pairs of :func:`member_seeds`."""
+    return [reward_model(out, s, ENSEMBLE_PAIRS, impl, extra)[0] for s in member_seeds(seed)]
+
+
+def train_reward_models(
+    out: Path, models: list[tuple[int, int]], impl: str, extra: list[str], gold: list[str], flags: list[str], jobs: int
+) -> None:
+    """Every (seed, pairs) model of ``models`` (:func:`reward_model`), ``jobs`` at a time: one worker per seed, which
+    trains that seed's models in turn (they share the seed's pairs, which the first of them builds)."""
+    by_seed: dict[int, list[int]] = {}
+    for seed, pairs in models:
+        by_seed.setdefault(seed, []).append(pairs)
+    work = lambda seed: [reward_model(out, seed, p, impl, extra, gold, flags) for p in by_seed[seed]]  # noqa: E731
+    out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(work, by_seed))
 
 
 def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
@@ -214,8 +242,9 @@ def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
 def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> dict[str, float]:
     """The figures of one run's smoothed curves (see the module docstring)."""
     peak = max(range(len(c["gold"])), key=c["gold"].__getitem__)
+    low = min(range(peak, len(c["gold"])), key=c["gold"].__getitem__)  # the lowest point after the peak
     start, gold_end, proxy_end = c["gold"][min(START, len(c["gold"])) - 1], final(c["gold"]), final(c["proxy"])
-    rise, fall = c["gold"][peak] - start, c["gold"][peak] - gold_end
+    rise, fall, fall_to_low = c["gold"][peak] - start, c["gold"][peak] - gold_end, c["gold"][peak] - c["gold"][low]
     return {
         "RM held-out accuracy": rm_accuracy,
         "gold at start": start,
@@ -224,11 +253,14 @@ def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> d
         "√KL at peak": c["sqrt_kl"][peak],
         "gold at end": gold_end,
         "fall": fall,
-        "fall ÷ rise": fall / rise if rise > 0 else float("nan"),
+        "gold low after peak": c["gold"][low],
+        "step of low": low + 1,
+        "fall ÷ rise": fall_to_low / rise if rise > 0 else float("nan"),
         "proxy at peak": c["proxy"][peak],
+        "proxy at low": c["proxy"][low],
         "proxy at end": proxy_end,
         "√KL at end": final(c["sqrt_kl"]),
-        "rose then fell": float(rise > 0 and fall >= rise / 3 and proxy_end > c["proxy"][peak]),
+        "rose then fell": float(rise > 0 and fall_to_low >= rise / 3 and c["proxy"][low] > c["proxy"][peak]),
         "over-optimized": float(fall >= DROP and proxy_end > c["proxy"][peak]),
         **fit_gao(c["sqrt_kl"], [g - start for g in c["gold"]], "rl"),
     }
@@ -238,49 +270,72 @@ Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row l
 
 
 def overoptimization(
-    seeds: list[int], impl: str, extra: list[str], out: Path, rows: list[str], name: str = "overoptimization"
+    seeds: list[int],
+    impl: str,
+    extra: list[str],
+    out: Path,
+    rows: list[str],
+    name: str = "overoptimization",
+    jobs: int = 1,
 ) -> Table:
-    """Run the grid ``name`` of GRIDS (its rows whose labels ``rows`` names, all when empty); draw its curves into
-    ``out``; return its table."""
-    gold, grid = GRIDS[name]
+    """Run the grid ``name`` of GRIDS (its rows whose labels ``rows`` names, all when empty), ``jobs`` runs at a
+    time (each run is its own process: the figures do not depend on ``jobs``); draw its curves into ``out``;
+    return its table."""
+    gold, rm_flags, grid = GRIDS[name]
     wanted = [row for row in grid if not rows or row[0] in rows]
-    ensemble = any(p == "ensemble" for _, p, _ in wanted)
-    models = len({p for _, p, _ in wanted if p != "ensemble"} | ({ENSEMBLE_PAIRS} if ensemble else set()))
-    models += (ENSEMBLE_K - 1) * ensemble
-    minutes = len(seeds) * (len(wanted) * PPO_MINUTES + models * REWARD_MODEL_MINUTES)
-    print(
-        f"{name}: {len(seeds) * len(wanted)} PPO runs of {POLICY_STEPS} steps and their reward models: about "
-        f"{minutes:.0f} minutes on a 2-core machine (less with the reward models of an earlier run in {out})",
-        file=sys.stderr,
+    models = sorted(
+        {(s, p) for s in seeds for _, p, _ in wanted if p != "ensemble"}
+        | {(m, ENSEMBLE_PAIRS) for s in seeds for _, p, _ in wanted if p == "ensemble" for m in member_seeds(s)}
     )
+    runs = [(seed, row) for seed in seeds for row in wanted]
+    per_model = SMALL_REWARD_MODEL_MINUTES if rm_flags == RM_FLAGS else REWARD_MODEL_MINUTES
+    minutes = (len(runs) * PPO_MINUTES + len(models) * per_model) / max(1, jobs)
+    print(
+        f"{name}: {len(runs)} PPO runs of {POLICY_STEPS} steps and {len(models)} reward models, {jobs} at a time: "
+        f"about {minutes:.0f} minutes on our 2-core machine (less with the reward models of an earlier run in {out})",
+        file=sys.stderr,
+        flush=True,
+    )
+    train_reward_models(out, models, impl, extra, gold, rm_flags, jobs)
+
+    def one(seed: int, row: tuple) -> tuple[dict[str, float], dict[str, list[float]]]:
+        label, pairs, flags = row
+        if pairs == "ensemble":
+            folders, accuracy = ensemble_members(out, seed, impl, extra), float("nan")
+        else:
+            folder, accuracy = reward_model(out, seed, pairs, impl, extra, gold, rm_flags)
+            folders = [folder]
+        ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
+        ppo += ["--reward_model", ",".join(str(f) for f in folders)]
+        with tempfile.TemporaryDirectory() as tmp:
+            c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, ppo))
+        return overoptimization_figures(c, accuracy), c
+
+    results: dict[tuple[int, str], tuple[dict[str, float], dict[str, list[float]]]] = {}
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        futures = {pool.submit(one, seed, row): (seed, row[0]) for seed, row in runs}
+        for done, future in enumerate(as_completed(futures), 1):
+            seed, label = futures[future]
+            results[seed, label] = future.result()
+            figures_line = ", ".join(f"{k}: {v:.3g}" for k, v in results[seed, label][0].items())
+            print(f"[{done}/{len(runs)}] seed {seed}, {label}: {figures_line}", file=sys.stderr, flush=True)
     figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
     drawn: dict[str, list[dict[str, list[float]]]] = {label: [] for label, _, _ in wanted}
-    out.mkdir(parents=True, exist_ok=True)
-    for seed in seeds:
-        for label, pairs, flags in wanted:
-            if pairs == "ensemble":
-                folders = ensemble_members(out, seed, impl, extra)
-                accuracy = float("nan")
-            else:
-                folder, accuracy = reward_model(out, seed, pairs, impl, extra, gold)
-                folders = [folder]
-            print(f"seed {seed}: PPO --level token, {label} ...", file=sys.stderr, flush=True)
-            ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
-            ppo += ["--reward_model", ",".join(str(f) for f in folders)]
-            with tempfile.TemporaryDirectory() as tmp:
-                c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, ppo))
-            this = overoptimization_figures(c, accuracy)
+    with (out / f"{name}.jsonl").open("a") as f:
+        for seed, (label, _, _) in runs:  # in the grid's order, whatever order the runs finished in
+            this, c = results[seed, label]
             figures[label].append(this)
             drawn[label].append(c)
-            print("  " + ", ".join(f"{k}: {v:.3g}" for k, v in this.items()), file=sys.stderr)
-            with (out / f"{name}.jsonl").open("a") as f:
-                f.write(json.dumps({"row": label, "seed": seed, "impl": impl, "extra": extra, **this, **c}) + "\n")
+            record = {"row": label, "seed": seed, "impl": impl, "extra": extra, "threads": torch.get_num_threads()}
+            f.write(json.dumps({**record, **this, **c}) + "\n")
     single = {flags[1]: label for label, pairs, flags in wanted if pairs == ENSEMBLE_PAIRS}  # beta -> its row
     for label, pairs, flags in wanted:
-        one = single.get(flags[1])
+        one_model = single.get(flags[1])
         for i, f in enumerate(figures[label]):
-            above = pairs == "ensemble" and one is not None
-            f["ends above one model"] = float(f["gold at end"] > figures[one][i]["gold at end"]) if above else math.nan
+            above = pairs == "ensemble" and one_model is not None
+            f["ends above one model"] = (
+                float(f["gold at end"] > figures[one_model][i]["gold at end"]) if above else math.nan
+            )
     path = out / f"{name}.png"
     plot(drawn, path, seeds)
     print(f"curves saved to {path}", file=sys.stderr)

@@ -58,6 +58,13 @@ def test_rose_then_fell_needs_a_third_of_the_rise_back_and_the_proxy_still_risin
     assert overoptimization.overoptimization_figures(flat_proxy, 0.9)["rose then fell"] == 0.0
     kept = {**curves, "gold": [min(s, 20) / 20 - max(0, s - 20) / 400 for s in steps]}  # gives back 5 %
     assert overoptimization.overoptimization_figures(kept, 0.9)["rose then fell"] == 0.0
+    # falls by 0.8 while the proxy rises, then recovers once the proxy stops: the fall counts, the end shows it
+    dip = [min(s, 20) / 20 - 0.8 * max(0, min(s, 30) - 20) / 10 + 0.7 * max(0, s - 30) / 9 for s in steps]
+    recovering = {"gold": dip, "proxy": [min(s, 30) / 30 for s in steps], "sqrt_kl": curves["sqrt_kl"]}
+    figures = overoptimization.overoptimization_figures(recovering, 0.9)
+    assert figures["step of low"] == 31 and figures["gold low after peak"] == pytest.approx(0.2)
+    assert figures["fall ÷ rise"] == pytest.approx(0.8 / 0.9) and figures["rose then fell"] == 1.0  # rise from step 3
+    assert figures["gold at end"] > 0.75 and figures["fall"] < 0.25, "the end has recovered; the low still counts"
 
 
 @pytest.mark.slow  # reward models and PPO runs as subprocesses, ~2 minutes: in .ci/run's slow line
@@ -71,8 +78,14 @@ def test_task_15_experiments_print_their_tables(
         pytest.skip("runs task 15's experiments: finish rl/reward_model.py and rl/best_of_n.py first")
     monkeypatch.setattr(best_of_n, "POOL_PROMPTS", 2)
     monkeypatch.setattr(best_of_n, "POOL_REPLIES", 8)
-    monkeypatch.setattr(best_of_n, "POOL_CHUNK", 2)
-    columns, rows = best_of_n.best_of_n([0], working_token_impl, TINY, tmp_path, ["RM on 64 pairs"])
+    monkeypatch.setattr(best_of_n, "POOL_CHUNK", 1)
+    columns, rows = best_of_n.best_of_n([0], working_token_impl, TINY, tmp_path, ["RM on 64 pairs"], jobs=2)
+    assert "fitted to the mean curve" in capsys.readouterr().out
+    # the pool does not depend on how many processes sampled it: each chunk of prompts has its own seed
+    pool, _ = best_of_n.sample_pool(tmp_path / "one_process", 1)
+    two, _ = best_of_n.sample_pool(tmp_path, 2)  # read back from the run above
+    assert all(torch.equal(pool[k], two[k]) for k in ("rows", "mask", "prompt_lengths", "index", "gold"))
+    assert pool["replies"] == two["replies"]
     assert [label for label, _ in rows] == ["RM on 64 pairs"]
     assert all(len(values) == len(columns) and len(values[0]) == 1 for _, values in rows)
     assert (tmp_path / "best_of_n.png").is_file() and (tmp_path / "best_of_n.jsonl").is_file()
@@ -86,7 +99,7 @@ def test_task_15_experiments_print_their_tables(
     )  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert "about" in out.err and "minutes on a 2-core machine" in out.err
+    assert "about" in out.err and "minutes on our 2-core machine" in out.err
     assert sorted(p.name for p in (tmp_path / "reward_models").iterdir()) == models, "the kept model was reused"
     header = next(line for line in out.out.splitlines() if line.startswith("| run |"))
     assert "rose then fell" in header and "R²" in header
