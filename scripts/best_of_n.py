@@ -47,7 +47,7 @@ from overoptimization import (
     UWO_COEF,
     fit_gao,
     member_seeds,
-    reward_model,
+    models_needed,
     train_reward_models,
 )
 
@@ -110,7 +110,7 @@ def pool_prompts() -> list[tuple[list[int], str]]:
     return [(ids, text) for text, ids in list(prompts.items())[:POOL_PROMPTS]]
 
 
-_WORKER: dict = {}  # a worker process's task, tokenizer and sampler, built by its first chunk
+_WORKER: dict = {}  # a worker process's sampler (built by its first chunk) and the pool it scores
 
 
 def sample_chunk(first: int, chunk: list[tuple[list[int], str]], replies_each: int) -> dict:
@@ -122,12 +122,11 @@ def sample_chunk(first: int, chunk: list[tuple[list[int], str]], replies_each: i
     from rlhf_practice.learned_reward import pack_flush_left
     from rlhf_practice.sampling import Sampler
 
+    config, task, tokenizer = pool_task()
     if "sampler" not in _WORKER:
-        config, task, tokenizer = pool_task()
         torch.manual_seed(POOL_SEED)
-        policy = task.load_policy(torch.device("cpu"))
-        _WORKER.update(task=task, tokenizer=tokenizer, sampler=Sampler.from_config(policy, tokenizer, config))
-    task, tokenizer, sampler = _WORKER["task"], _WORKER["tokenizer"], _WORKER["sampler"]
+        _WORKER["sampler"] = Sampler.from_config(task.load_policy(torch.device("cpu")), tokenizer, config)
+    sampler = _WORKER["sampler"]
     torch.manual_seed(POOL_SEED * 1_000_003 + first)
     pad = tokenizer.pad_token_id
     width = max(len(ids) for ids, _ in chunk)
@@ -192,15 +191,25 @@ def sample_pool(out: Path, jobs: int) -> tuple[dict, Path]:
         "key": digest,
     }
     out.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    torch.save(pool, partial)
-    partial.replace(path)
+    save_atomically(pool, path)
     print(
         f"\npool: {POOL_PROMPTS} prompts x {POOL_REPLIES} replies, {len(rows)} distinct, sampled and scored in "
         f"{time.perf_counter() - start:.0f} s by {jobs} processes; saved to {path}",
         file=sys.stderr,
     )
     return pool, path
+
+
+def save_atomically(value: object, path: Path) -> None:
+    """torch.save to ``path`` through a partial file: a run killed half-way leaves nothing of that name."""
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(value, partial)
+    partial.replace(path)
+
+
+def scores_path(pool: dict, folder: Path) -> Path:
+    """Where the reward model in ``folder`` keeps its scores of ``pool``."""
+    return folder / f"pool_scores-{pool['key']}.pt"
 
 
 def worker_processes(jobs: int) -> ProcessPoolExecutor:
@@ -237,10 +246,7 @@ def score_worker(pool_path: str, folder: str, impl_name: str) -> None:
     if _WORKER.get("pool_path") != pool_path:
         _WORKER.update(pool=torch.load(pool_path), pool_path=pool_path)
     pool = _WORKER["pool"]
-    path = Path(folder) / f"pool_scores-{pool['key']}.pt"
-    partial = path.with_name(f".{path.name}.partial")
-    torch.save(score_pool(pool, Path(folder), load_impl(impl_name).reward_model), partial)
-    partial.replace(path)
+    save_atomically(score_pool(pool, Path(folder), load_impl(impl_name).reward_model), scores_path(pool, Path(folder)))
 
 
 def bootstrap_fall(per_prompt: torch.Tensor, peak: int, generator: torch.Generator) -> tuple[float, float]:
@@ -279,8 +285,13 @@ def curve_figures(bon: ModuleType, proxy: torch.Tensor, gold: torch.Tensor, accu
         "proxy at n=N": float(proxy_curve[-1]),
     }
     fit = fit_gao(d.tolist(), (gold_curve - gold_curve[0]).tolist(), "bon")
-    figures.update(fit, **{"fitted peak d": fit["α"] / (2 * fit["β"]) if fit["β"] > 0 else math.inf})
+    figures.update(fit, **{"fitted peak d": fitted_peak(fit)})
     return {"figures": figures, "d": d, "gold": gold_curve, "proxy": proxy_curve, "fall CI": (low, high)}
+
+
+def fitted_peak(fit: dict[str, float]) -> float:
+    """The d where Gao's best-of-n form d (alpha - beta d) peaks: alpha / (2 beta); inf when it never turns."""
+    return fit["α"] / (2 * fit["β"]) if fit["β"] > 0 else math.inf
 
 
 def mean_curve_tables(results: dict[str, list[dict]], seeds: list[int]) -> str:
@@ -298,7 +309,6 @@ def mean_curve_tables(results: dict[str, list[dict]], seeds: list[int]) -> str:
         d, gold = runs[0]["d"], torch.stack([r["gold"] for r in runs]).mean(0)
         peak, near = int(torch.argmax(gold)), int(torch.argmin((d - MEAN_CURVE_D).abs()))
         fit = fit_gao(d.tolist(), (gold - gold[0]).tolist(), "bon")
-        top = fit["α"] / (2 * fit["β"]) if fit["β"] > 0 else math.inf
         cells = [
             gold[peak],
             peak + 1,
@@ -309,7 +319,7 @@ def mean_curve_tables(results: dict[str, list[dict]], seeds: list[int]) -> str:
             fit["α"],
             fit["β"],
             fit["R²"],
-            top,
+            fitted_peak(fit),
         ]
         lines.append(f"| {label} | " + " | ".join(f"{float(c):.3g}" for c in cells) + " |")
     lines += ["", "Each seed's fall from its peak to n = N, with its bootstrap 95 % interval (prompts resampled):", ""]
@@ -333,8 +343,7 @@ def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, row
         ["get_reward", "reward_loss", "best_of_n_kl", "best_of_n_estimate", *["ensemble_reward"] * bool(modes)]
     )
     pair_counts = [p for p in PAIR_COUNTS if f"RM on {p} pairs" in wanted]
-    models = sorted({(s, p) for s in seeds for p in pair_counts}
-                    | {(m, ENSEMBLE_PAIRS) for s in seeds if modes for m in member_seeds(s)})  # fmt: skip
+    models = models_needed(seeds, pair_counts, bool(modes))
     minutes = POOL_MINUTES + len(models) * (SCORE_MINUTES + SMALL_REWARD_MODEL_MINUTES)
     print(
         f"best_of_n: a pool of {POOL_PROMPTS} x {POOL_REPLIES} replies and {len(models)} reward models scoring it, "
@@ -344,8 +353,7 @@ def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, row
         flush=True,
     )
     pool, pool_path = sample_pool(out, jobs)
-    train_reward_models(out, models, impl_name, extra, GOLD, RM_FLAGS, jobs)
-    folders = {(s, p): reward_model(out, s, p, impl_name, extra) for s, p in models}  # (folder, accuracy)
+    folders = train_reward_models(out, models, impl_name, extra, GOLD, RM_FLAGS, jobs)  # (folder, accuracy)
     score_all(pool, pool_path, [f for f, _ in folders.values()], impl_name, jobs)
     index, gold = pool["index"], pool["gold"][pool["index"]]  # (B, N)
     results: dict[str, list[dict]] = {label: [] for label in wanted}
@@ -378,12 +386,12 @@ def best_of_n(seeds: list[int], impl_name: str, extra: list[str], out: Path, row
 
 def pool_scores(pool: dict, folder: Path) -> torch.Tensor:
     """The scores :func:`score_worker` kept beside the reward model in ``folder``."""
-    return torch.load(folder / f"pool_scores-{pool['key']}.pt")
+    return torch.load(scores_path(pool, folder))
 
 
 def score_all(pool: dict, pool_path: Path, folders: list[Path], impl_name: str, jobs: int) -> None:
     """Score the pool with every model of ``folders`` that has not scored it yet, ``jobs`` models at a time."""
-    todo = [f for f in dict.fromkeys(folders) if not (f / f"pool_scores-{pool['key']}.pt").is_file()]
+    todo = [f for f in dict.fromkeys(folders) if not scores_path(pool, f).is_file()]
     if not todo:
         return
     start = time.perf_counter()

@@ -204,23 +204,27 @@ def member_seeds(seed: int) -> list[int]:
     return [seed + j for j in range(ENSEMBLE_K)]
 
 
-def ensemble_members(out: Path, seed: int, impl: str, extra: list[str]) -> list[Path]:
-    """Seed ``seed``'s ensemble: the models on ENSEMBLE_PAIRS pairs of :func:`member_seeds`."""
-    return [reward_model(out, s, ENSEMBLE_PAIRS, impl, extra)[0] for s in member_seeds(seed)]
+def models_needed(seeds: list[int], pair_counts: list[int], ensemble: bool) -> list[tuple[int, int]]:
+    """The (seed, pairs) reward models that runs of ``seeds`` use: each seed's on each of ``pair_counts`` and, with
+    ``ensemble``, those of its ensemble (:func:`member_seeds`, on ENSEMBLE_PAIRS pairs)."""
+    ensembles = {(m, ENSEMBLE_PAIRS) for s in seeds for m in member_seeds(s)} if ensemble else set()
+    return sorted({(s, p) for s in seeds for p in pair_counts} | ensembles)
 
 
 def train_reward_models(
     out: Path, models: list[tuple[int, int]], impl: str, extra: list[str], gold: list[str], flags: list[str], jobs: int
-) -> None:
+) -> dict[tuple[int, int], tuple[Path, float]]:
     """Every (seed, pairs) model of ``models`` (:func:`reward_model`), ``jobs`` at a time: one worker per seed, which
-    trains that seed's models in turn (they share the seed's pairs, which the first of them builds)."""
+    trains that seed's models in turn (they share the seed's pairs, which the first of them builds). Returns each
+    model's folder and held-out accuracy by (seed, pairs)."""
     by_seed: dict[int, list[int]] = {}
     for seed, pairs in models:
         by_seed.setdefault(seed, []).append(pairs)
     work = lambda seed: [reward_model(out, seed, p, impl, extra, gold, flags) for p in by_seed[seed]]  # noqa: E731
     out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        list(pool.map(work, by_seed))
+        trained = dict(zip(by_seed, pool.map(work, by_seed)))
+    return {(seed, p): model for seed, counts in by_seed.items() for p, model in zip(counts, trained[seed])}
 
 
 def fit_gao(d: list[float], gain: list[float], form: str) -> dict[str, float]:
@@ -283,10 +287,8 @@ def overoptimization(
     return its table."""
     gold, rm_flags, grid = GRIDS[name]
     wanted = [row for row in grid if not rows or row[0] in rows]
-    models = sorted(
-        {(s, p) for s in seeds for _, p, _ in wanted if p != "ensemble"}
-        | {(m, ENSEMBLE_PAIRS) for s in seeds for _, p, _ in wanted if p == "ensemble" for m in member_seeds(s)}
-    )
+    pair_counts = sorted({p for _, p, _ in wanted if p != "ensemble"})
+    models = models_needed(seeds, pair_counts, any(p == "ensemble" for _, p, _ in wanted))
     runs = [(seed, row) for seed in seeds for row in wanted]
     per_model = SMALL_REWARD_MODEL_MINUTES if rm_flags == RM_FLAGS else REWARD_MODEL_MINUTES
     minutes = (len(runs) * PPO_MINUTES + len(models) * per_model) / max(1, jobs)
@@ -296,14 +298,14 @@ def overoptimization(
         file=sys.stderr,
         flush=True,
     )
-    train_reward_models(out, models, impl, extra, gold, rm_flags, jobs)
+    trained = train_reward_models(out, models, impl, extra, gold, rm_flags, jobs)
 
     def one(seed: int, row: tuple) -> tuple[dict[str, float], dict[str, list[float]]]:
         label, pairs, flags = row
         if pairs == "ensemble":
-            folders, accuracy = ensemble_members(out, seed, impl, extra), float("nan")
+            folders, accuracy = [trained[m, ENSEMBLE_PAIRS][0] for m in member_seeds(seed)], float("nan")
         else:
-            folder, accuracy = reward_model(out, seed, pairs, impl, extra, gold, rm_flags)
+            folder, accuracy = trained[seed, pairs]
             folders = [folder]
         ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
         ppo += ["--reward_model", ",".join(str(f) for f in folders)]
