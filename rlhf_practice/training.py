@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import random
 import secrets
@@ -17,6 +18,7 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -136,7 +138,37 @@ def run_main(main: Callable[[], None]) -> None:
     setting or input (configuration, data, model), 3 unfinished student stub, 130 interrupted during
     start-up. SIGTERM is handled like Ctrl-C, and an interrupt at any point of the start-up is one line
     and exit 130, even when the step it cut short failed before the interrupt was raised (SETTLE_S).
+
+    A process of a run started by a launcher (torchrun, accelerate launch: WORLD_SIZE > 1) leaves with
+    ``os._exit`` once everything is written and its process group closed, skipping the interpreter's
+    finalization: there, a C++ thread of the process group (gloo's) that still frees a tensor must take the
+    GIL, CPython 3.11 ends such a thread with ``pthread_exit``, and unwinding it through a ``noexcept`` C++
+    frame calls ``std::terminate`` ("terminate called without an active exception", exit -6, after the run
+    had written everything: pytorch/pytorch#179291). Nothing is left to finalize by then.
     """
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        _run_main(main)
+        return
+    code = 0
+    try:
+        _run_main(main)
+    except SystemExit as stop:
+        if isinstance(stop.code, int) or stop.code is None:
+            code = stop.code or 0
+        else:  # sys.exit("message"), as Python prints it
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # noqa: BLE001 -- as Python reports an uncaught one, then the same exit
+        traceback.print_exc()
+        code = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_main(main: Callable[[], None]) -> None:
+    """:func:`run_main`'s work, in this process's ordinary exit."""
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, _signal_as_ctrl_c)

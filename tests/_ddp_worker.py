@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import train_grpo  # noqa: E402  (the scripts sit at the repository root)
 import train_ppo  # noqa: E402
 from rlhf_practice.config import GRPOConfig, PPOConfig, parse_config  # noqa: E402
-from rlhf_practice.training import TrainingRun, start_run  # noqa: E402
+from rlhf_practice.training import TrainingRun, run_main, start_run  # noqa: E402
 
 SIZES = ["--preset", "tiny", "--device", "cpu", "--data.max_samples", "64", "--max_new_tokens", "6"]
 CASES = {
@@ -91,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)  # as the training scripts: under torchrun, a process leaves without the interpreter's finalization

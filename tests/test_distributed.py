@@ -160,3 +160,39 @@ def test_dpo_sort_and_token_level_under_torchrun(tmp_path: Path, working_token_i
     assert all(r["accuracy/heldout"] != "" for r in dpo_rows)
     assert (tmp_path / "dpo" / "pairs_round2.jsonl").is_file() and (tmp_path / "dpo" / "warmup.csv").is_file()
     shutil.rmtree(pairs)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+def test_a_launched_process_leaves_with_its_exit_code_and_everything_flushed(tmp_path: Path) -> None:
+    """Under a launcher (WORLD_SIZE > 1) run_main ends the process with os._exit, skipping the interpreter's
+    finalization (where gloo's threads can abort it): the exit code is still the script's, what it printed
+    without a newline still arrives, and a file it wrote is there."""
+    script = (
+        "import os, sys\n"
+        "from rlhf_practice.errors import ConfigError\n"
+        "from rlhf_practice.training import run_main\n"
+        "def main():\n"
+        "    print('unflushed', end='')\n"
+        "    with open(sys.argv[2], 'w') as f:\n"
+        "        f.write('written')\n"
+        "    if sys.argv[1] == 'setting':\n"
+        "        raise ConfigError('a bad setting')\n"
+        "    if sys.argv[1] == 'exit':\n"
+        "        sys.exit(5)\n"
+        "run_main(main)\n"
+        "print('not reached: run_main left the process')\n"
+    )
+    for case, code in (("finished", 0), ("setting", 2), ("exit", 5)):
+        out = tmp_path / f"{case}.txt"
+        done = subprocess.run(
+            [sys.executable, "-c", script, case, str(out)],
+            cwd=ROOT,
+            env={**os.environ, "WORLD_SIZE": "2", "RANK": "0"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == code, (case, done.stderr[-2000:])
+        assert done.stdout == "unflushed" and out.read_text() == "written", case
+        assert ("error: a bad setting" in done.stderr) == (case == "setting")
