@@ -22,7 +22,9 @@ figures and their median.
 50257-token embedding) with the tiny tokenizer and prompts, built locally: GPU speed without the hub.
 
 ``--against-trl`` times TRL's trainers on the work of the project's scripts, in the same run on the
-same machine, and prints each median step time and the ratio (TRL's / ours), plus ``--generation``:
+same machine: ``--rounds`` rounds (3 by default), each our run and then TRL's, so that a drift in the
+machine's speed moves both sides of a round alike. It prints each side's median step time per round and the
+paired ratios (TRL's / ours, round by round) with their median and range, plus ``--generation``:
 
 - GRPO: ``GRPOTrainer`` on the same model, prompts, reward, batch shape (train_batch_size prompts x
   grpo_group_size replies of max_new_tokens), learning rate and number of steps, one update per batch
@@ -396,6 +398,41 @@ def generation_floor(preset: str, flags: list[str], repeats: int = 20) -> dict:
     }
 
 
+def against_trl(algorithm: str, args: argparse.Namespace, seed_flags: list[str], ours: dict) -> dict:
+    """``args.rounds`` rounds of our run of ``algorithm`` (the first: ``ours``, already run) and then TRL's on the
+    same work, one after the other, so that a drift in the machine's speed moves both sides of a round alike:
+    each TRL trainer's figures per round, and the paired ratios (TRL's median step / ours, round by round) with
+    their median and range."""
+    flags = [*args.dpo_extra, *seed_flags] if algorithm == "dpo" else seed_flags
+    names = ["trl_grpo"] if algorithm == "grpo" else ["trl_dpo", "trl_dpo_precomputed_ref"]
+    theirs: dict[str, list[dict]] = {name: [] for name in names}
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    ours_steps = []
+    for round_ in range(args.rounds):
+        if round_:
+            print(f"round {round_ + 1}: train_{algorithm}.py again ...", file=sys.stderr, flush=True)
+            ours = benchmark(algorithm, args.preset, args.impl, args.target, flags)
+        ours_steps.append(ours["step_s_median"])
+        print(f"round {round_ + 1}: TRL's {algorithm.upper()}Trainer on the same work ...", file=sys.stderr, flush=True)
+        for name in names:
+            if algorithm == "grpo":
+                figures = trl_grpo(args.preset, seed_flags)
+            else:
+                figures = trl_dpo(args.preset, flags, ours["pairs_file"], name.endswith("precomputed_ref"))
+            theirs[name].append(figures)
+            ratios[name].append(round(figures["step_s_median"] / ours["step_s_median"], 3))
+    out: dict = {f"{algorithm}: our median step s, per round": ours_steps}
+    for name in names:
+        out[name] = theirs[name]
+        out[f"{name}: step_s / ours, paired"] = {
+            "per_round": ratios[name],
+            "median": _median(ratios[name]),
+            "min": min(ratios[name]),
+            "max": max(ratios[name]),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -420,6 +457,12 @@ def main() -> None:
         help="GRPO and DPO against TRL's trainers on the same work, + --generation",
     )
     parser.add_argument("--generation", action="store_true", help="one GRPO step's sampling against its floor")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="--against-trl: rounds of (our run, then TRL's), each round's ratio paired (default 3)",
+    )
     parser.add_argument(
         "--dpo-extra",
         nargs="+",
@@ -461,20 +504,7 @@ def main() -> None:
             ours = results[algorithm].get(f"seed_{args.seeds[0]}", results[algorithm])
             if "error" in ours:
                 continue
-            print(f"running TRL's {algorithm.upper()}Trainer on the same work ...", file=sys.stderr, flush=True)
-            if algorithm == "grpo":
-                trl_runs = {"trl_grpo": trl_grpo(args.preset, seed_flags)}
-            else:
-                dpo_flags = [*args.dpo_extra, *seed_flags]
-                trl_runs = {
-                    f"trl_dpo{'_precomputed_ref' * precompute}": trl_dpo(
-                        args.preset, dpo_flags, ours["pairs_file"], precompute
-                    )
-                    for precompute in (False, True)
-                }
-            for name, theirs in trl_runs.items():
-                results[name] = theirs
-                results[f"{name}: step_s / ours (medians)"] = round(theirs["step_s_median"] / ours["step_s_median"], 2)
+            results.update(against_trl(algorithm, args, seed_flags, ours))
     if args.generation:
         print("timing generation against its floor ...", file=sys.stderr, flush=True)
         results["generation"] = generation_floor(args.preset, ["--seed", str(args.seeds[0]), *args.extra])
