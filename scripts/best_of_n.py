@@ -29,10 +29,9 @@ import hashlib
 import io
 import json
 import math
-import multiprocessing
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from types import ModuleType
 
@@ -50,6 +49,7 @@ from overoptimization import (
     models_needed,
     train_reward_models,
 )
+from side_by_side import worker_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_PROMPTS, POOL_REPLIES, POOL_SEED = 256, 1024, 0  # the pool: prompts x replies, drawn with this seed
@@ -210,12 +210,6 @@ def save_atomically(value: object, path: Path) -> None:
 def scores_path(pool: dict, folder: Path) -> Path:
     """Where the reward model in ``folder`` keeps its scores of ``pool``."""
     return folder / f"pool_scores-{pool['key']}.pt"
-
-
-def worker_processes(jobs: int) -> ProcessPoolExecutor:
-    """``jobs`` fresh Python processes (spawned, not forked: the parent's torch threads do not survive a fork),
-    each with the parent's OMP_NUM_THREADS."""
-    return ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
 
 @torch.no_grad()

@@ -42,8 +42,17 @@ and prints each table under its thread count: the book's ranges must hold at bot
 thread count changes the last bits of every sum, and an RL run amplifies them (a reward model cached in --out is
 kept per thread count).
 
+    python scripts/experiments.py clip --jobs 1      # one run at a time, on all the cores
+
+--jobs N runs N runs at a time (scripts/side_by_side.py), each on cores / N torch threads unless
+OMP_NUM_THREADS says otherwise; by default one run per core, so on a 2-core machine two one-thread runs
+side by side. A run's figures depend on its thread count, never on --jobs: ``--jobs 2`` prints the table of
+``OMP_NUM_THREADS=1 ... --jobs 1`` bit for bit (wall s aside), in about half the time. The command
+prints its expected time up front (measured on our 2-core machine), then a progress bar over the runs with
+the time left, and each run's figures as it ends.
+
 Each run is the training script started as a user starts it (tiny preset unless --extra says
-otherwise), in a temporary folder, one after the other. The figures are read from the runs' metrics:
+otherwise), in a temporary folder. The figures are read from the runs' metrics:
 "final" is the mean of the last 10 % of steps, "first" the mean of the first 10 %, "gain" final minus
 first, "max" / "min" the largest / smallest value of any step, "mean" the mean over all steps.
 "÷ weight" divides reward/mean by the run's --reward.sentiment_weight (1 unless its flags set it; a
@@ -66,8 +75,8 @@ policy) in nats per reply on 256 fresh replies of the saved policy, one measure 
 samples.jsonl holds. Nothing here is a test. Each run's own figures go
 to stderr as it ends; the table goes to stdout.
 
-The lecture's experiments (task 10) run ``rlhf_practice.lecture`` in this process instead (a run takes
-seconds; one torch thread unless OMP_NUM_THREADS says otherwise), with --extra read as its flags. Their
+The lecture's experiments (task 10) run ``rlhf_practice.lecture`` in Python instead of a training script (a run
+takes seconds; in this process with --jobs 1, else in --jobs worker processes), with --extra read as its flags. Their
 "final" is the mean of the last 10 % of held-out evaluations, "epochs to 0.5" the first evaluation
 at or above 0.5, "tied groups" the share of an epoch's prompts whose replies all got the same reward
 (their centered deltas are 0); the curves go to --out (runs/experiments/ by default).
@@ -108,6 +117,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # overoptimization.py beside this fil
 
 import best_of_n  # noqa: E402  (scripts/best_of_n.py: task 15's best-of-n)
 import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's and 15's experiments)
+from side_by_side import RunFailed, pin_threads, run_all, usable_cores  # noqa: E402  (--jobs)
 
 from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
@@ -116,7 +126,6 @@ from rlhf_practice.lecture import (  # noqa: E402
     DELTAS_MODES,
     Curve,
     LectureConfig,
-    one_thread_unless_told,
     run_policy_gradient,
     run_supervised,
 )
@@ -125,9 +134,8 @@ from rlhf_practice.reward import sentiment_polarities  # noqa: E402
 from rlhf_practice.sampling import Sampler  # noqa: E402
 from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
-from rlhf_practice.training import run_main  # noqa: E402
 
-MAX_JOBS = 4  # --jobs's default: the CPU's cores, at most this many (each process holds a model and its pool)
+MAX_JOBS = 4  # best_of_n's and overoptimization's --jobs: the CPU's cores, at most this many (a process holds a pool)
 REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
@@ -426,18 +434,44 @@ EXPERIMENTS = {
     ),
 }
 
+# Seconds of one run of each experiment on our idle 2-core machine, one thread, another run beside it (--jobs 2), its
+# start-up included: the time printed up front. Measured with the reference answer where TASKS.md's table of times
+# says so (the command's seconds x 2 / its runs), else from runs of the same kind measured there: a PPO run 50 s (a
+# run of 8 epochs 70 s), a sequence-level GRPO run 20 s and a token-level one 31 s, a DPO run 45 s.
+RUN_SECONDS = {
+    "reward_scale": 51,
+    "clip": 50,
+    "epochs": 63,
+    "ppo_vs_grpo": 34,
+    "hacking": 36,
+    "reward_terms": 50,
+    "kl_coef": 64,
+    "levels": 50,
+    "loss_type": 31,
+    "kl_ref": 50,
+    "critic": 50,
+    "tags": 34,
+    "kl_target": 50,
+    "group_size": 38,
+    "warmup": 25,
+    "add_hacking": 35,
+    "dpo_vs_rl": 40,
+    "dpo_beta": 45,
+    "dpo_rounds": 55,
+    "lora": 25,
+    "estimators sort": 32,
+    "estimators add": 31,
+    "lecture": 3,
+    "lecture_slip": 3,
+}
+
 
 def run_once(
-    algorithm: str,
-    flags: list[str],
-    seed: int,
-    impl: str,
-    extra: list[str],
-    kl_end: bool = False,
-    curves: dict[str, list] | None = None,
-) -> dict[str, float | None]:
-    """One run of ``train_<algorithm>.py``; with ``kl_end``, also :func:`kl_to_start` of its final policy;
-    with ``curves``, each tag of :data:`CURVES` the run logs is added to it as (steps, values)."""
+    algorithm: str, flags: list[str], seed: int, impl: str, extra: list[str], kl_end: bool = False
+) -> tuple[dict[str, float | None], dict[str, tuple[list, list]]]:
+    """One run of ``train_<algorithm>.py``: every column of COLUMNS (with ``kl_end``, also :func:`kl_to_start` of its
+    final policy), and each tag of :data:`CURVES` the run logs as (steps, values). A run that fails raises
+    :class:`RunFailed` with its script's one-line error and exit code (2: a setting, 3: a stub)."""
     with tempfile.TemporaryDirectory() as tmp:
         args = ["--preset", "tiny", "--impl", impl, "--seed", str(seed), "--run_dir", tmp, "--run_name", "run"]
         if algorithm == "dpo":  # pairs built in this run's folder: each run builds (and times) its own
@@ -445,19 +479,15 @@ def run_once(
         args += [*flags, *extra]
         command = [sys.executable, f"train_{algorithm}.py", *args]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:  # the script's own one-line error, and its exit code (2: a setting, 3: a stub)
+        if proc.returncode != 0:
             last = proc.stderr.strip().splitlines()[-1:] or [f"{' '.join(command[1:])} failed (exit {proc.returncode})"]
-            print(last[0], file=sys.stderr)
-            sys.exit(proc.returncode)
+            raise RunFailed(last[0], proc.returncode)
         out = figures(Path(tmp) / "run", flags + extra)
-        if curves is not None:
-            run = load_run(Path(tmp) / "run")
-            for tag in CURVES:
-                if tag in run.metrics:
-                    curves[tag] = (run.steps_of(tag), run.metrics[tag])
+        run = load_run(Path(tmp) / "run")
+        curves = {tag: (run.steps_of(tag), run.metrics[tag]) for tag in CURVES if tag in run.metrics}
         if kl_end:
             out["KL to the start, end"] = kl_to_start(Path(tmp) / "run", algorithm, args)
-        return out
+        return out, curves
 
 
 KL_REPLIES = 256  # fresh replies kl_to_start samples: 4 batches of the tiny preset's 64
@@ -649,11 +679,23 @@ def lecture_figures(curve: Curve, wall: float) -> dict[str, float | None]:
     return out
 
 
+def lecture_run(name: str, label: str, base: LectureConfig, seed: int, impl_name: str) -> tuple[dict, Curve]:
+    """One run of the lecture experiment ``name`` (its row ``label``, at ``seed``): its columns and its curve."""
+    row = next(row for row in LECTURE[name][0] if row.label == label)
+    config, start = replace(base, **row.settings, seed=seed, impl=impl_name), time.perf_counter()
+    if row.supervised:
+        curve = run_supervised(config)
+    else:
+        lecture = load_impl(impl_name).lecture
+        curve = run_policy_gradient(config, slipped(lecture) if row.slip else lecture)
+    return lecture_figures(curve, time.perf_counter() - start), curve
+
+
 def lecture_experiment(
-    name: str, seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str]
+    name: str, seeds: list[int], impl_name: str, extra: list[str], out: Path, rows: list[str], jobs: int = 1
 ) -> None:
-    """Run one of LECTURE's grids (its rows whose labels ``rows`` names, all when empty) in this process, print
-    its table, draw its curves into ``out``."""
+    """Run one of LECTURE's grids (its rows whose labels ``rows`` names, all when empty), ``jobs`` runs at a time,
+    print its table, draw its curves into ``out``."""
     import tyro
 
     base = tyro.cli(LectureConfig, args=extra, prog="--extra", use_underscores=True)
@@ -663,24 +705,22 @@ def lecture_experiment(
     configs = [replace(base, **row.settings) for row in spec if not row.supervised]
     # an unfinished stub: the scripts' one line, before any run (only the functions these rows call)
     impl.check_functions([f for config in configs for f in config.functions_called()])
-    one_thread_unless_told()
-    rows, curves = [], []
+    calls = [
+        (f"{row.label}, seed {seed}", lecture_run, (name, row.label, base, seed, impl_name))
+        for row in spec
+        for seed in seeds
+    ]
+
+    def line(result: tuple[dict, Curve]) -> str:
+        return ", ".join(f"{c}: {_cell([result[0][c]], c in LECTURE_REACH).split(' [')[0]}" for c in columns)
+
+    results = iter(run_all(name, calls, jobs, RUN_SECONDS[name], line))
+    table, curves = [], []
     for row in spec:
-        figures, row_curves = [], []
-        for seed in seeds:
-            print(f"{row.label}, seed {seed} ...", file=sys.stderr, flush=True)
-            config, start = replace(base, **row.settings, seed=seed, impl=impl_name), time.perf_counter()
-            if row.supervised:
-                curve = run_supervised(config)
-            else:
-                curve = run_policy_gradient(config, slipped(impl.lecture) if row.slip else impl.lecture)
-            figures.append(lecture_figures(curve, time.perf_counter() - start))
-            row_curves.append(curve)
-            this_seed = (f"{c}: {_cell([figures[-1][c]], c in LECTURE_REACH).split(' [')[0]}" for c in columns)
-            print(f"  {', '.join(this_seed)}", file=sys.stderr)
-        rows.append([row.label, *(_cell([f[c] for f in figures], c in LECTURE_REACH) for c in columns)])
-        curves.append((row, row_curves))
-    print_table(name, seeds, columns, rows)
+        done = [next(results) for _ in seeds]
+        table.append([row.label, *(_cell([f[c] for f, _ in done], c in LECTURE_REACH) for c in columns)])
+        curves.append((row, [curve for _, curve in done]))
+    print_table(name, seeds, columns, table)
     out.mkdir(parents=True, exist_ok=True)
     plot_curves(curves, out / f"{name}.png", f"{name}: held-out exact sort, median and range over seeds {seeds}")
     print(f"\ncurves saved to {out / f'{name}.png'}", file=sys.stderr)
@@ -818,7 +858,7 @@ def main() -> None:
         help='run only these rows: a row\'s whole label, or words of it ("--beta 0" picks no "--beta 0.1" row)',
     )
     parser.add_argument(
-        "--task", choices=sorted(ESTIMATOR_TASKS), default="sort", help="estimators only: the task it compares on"
+        "--task", choices=sorted(ESTIMATOR_TASKS), default=None, help="estimators only: the task it compares on (sort)"
     )
     parser.add_argument(
         "--threads",
@@ -830,14 +870,19 @@ def main() -> None:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=min(
-            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, MAX_JOBS
-        ),
-        help=f"best_of_n and overoptimization: processes at a time (default: the CPU's cores, at most {MAX_JOBS}); "
-        "the figures do not depend on it",
+        default=None,
+        help="runs at a time, each on cores / jobs threads unless OMP_NUM_THREADS says (default: one run per core, "
+        f"or per OMP_NUM_THREADS cores where it is set; best_of_n and overoptimization: at most {MAX_JOBS}, one "
+        "thread each); the figures are those of the thread count, whatever --jobs",
     )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags passed on to every run")
     args = parser.parse_args()
+    if args.task is not None and args.experiment != "estimators":  # the other experiments set their own tasks
+        print(
+            f"error: --task is for estimators only; {args.experiment} runs its own task (drop --task).", file=sys.stderr
+        )
+        sys.exit(2)
+    args.task = args.task or "sort"
     if args.threads:
         sys.exit(per_thread_count(args.threads))
     if args.seeds is None:
@@ -848,15 +893,38 @@ def main() -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     rows_given = picked if args.rows else []
+    task15 = args.experiment in ("best_of_n", "overoptimization")
+    if task15 and "OMP_NUM_THREADS" not in os.environ:
+        # Task 15's figures do not depend on the machine's core count: every run, and the pool, on one thread
+        # (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.
+        os.environ["OMP_NUM_THREADS"] = "1"
+    if args.jobs is None:  # one run per core, or per OMP_NUM_THREADS cores where it is set (--threads sets it)
+        told = os.environ.get("OMP_NUM_THREADS", "")
+        args.jobs = max(1, usable_cores() // (int(told) if told.isdigit() and int(told) > 0 else 1))
+        args.jobs = min(args.jobs, MAX_JOBS) if task15 else args.jobs
+    pin_threads(args.jobs)  # every run started from here: OMP_NUM_THREADS, cores / jobs unless set
+    try:
+        experiment(args, rows_given, picked)
+    except RunFailed as err:  # a run's own one-line error (its script said it), and its exit code
+        print(err.line, file=sys.stderr)
+        sys.exit(err.code)
+    except NotImplementedError as err:  # a stub, found before any run
+        print(f"error: {err} Finish it (pytest -m graded shows what is missing), then run this again.", file=sys.stderr)
+        sys.exit(3)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: no table (the reward models and runs kept in {args.out} are kept)", file=sys.stderr)
+        sys.exit(130)
+
+
+def experiment(args: argparse.Namespace, rows_given: list[str], picked: list[str]) -> None:
+    """Run the experiment ``args`` names (only the rows ``picked``) and print its table."""
     if args.experiment in LECTURE:
-        run_main(lambda: lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out, rows_given))
+        lecture_experiment(args.experiment, args.seeds, args.impl, args.extra, args.out, rows_given, args.jobs)
         return
     if args.experiment in REWARD_MODEL:
-        if args.experiment in ("best_of_n", "overoptimization") and "OMP_NUM_THREADS" not in os.environ:
-            # Task 15's figures do not depend on the machine's thread count: every run, and the pool, on one
-            # thread (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.
-            os.environ["OMP_NUM_THREADS"] = "1"
-            torch.set_num_threads(1)
         if args.experiment in overoptimization.GRIDS:
             columns, table = overoptimization.overoptimization(
                 args.seeds, args.impl, args.extra, args.out, rows_given, args.experiment, args.jobs
@@ -864,7 +932,7 @@ def main() -> None:
         elif args.experiment == "best_of_n":
             columns, table = best_of_n.best_of_n(args.seeds, args.impl, args.extra, args.out, rows_given, args.jobs)
         else:
-            columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra, rows_given)
+            columns, table = overoptimization.rm_vs_dpo(args.seeds, args.impl, args.extra, rows_given, args.jobs)
         counts = overoptimization.COUNTS | best_of_n.COUNTS  # counts of seeds, not medians
         rows = [
             [label, *(_count(v) if c in counts else _cell(v) for c, v in zip(columns, values))]
@@ -881,20 +949,24 @@ def main() -> None:
         if estimators
         else args.extra
     )
-    rows, curves = [], []
-    for label, algorithm, flags in runs_spec:
-        if label not in picked:
-            continue
-        runs, row_curves = [], []
-        for seed in args.seeds:
-            print(f"{label}, seed {seed} ...", file=sys.stderr, flush=True)
-            row_curves.append({})
-            runs.append(run_once(algorithm, flags, seed, args.impl, extra, kl_end, row_curves[-1]))
-            this_seed = ", ".join(f"{c}: {_cell([runs[-1][c]], _reach(c)).split(' [')[0]}" for c in columns)
-            print(f"  {this_seed}", file=sys.stderr)
-        rows.append([label, *(_cell([r[c] for r in runs], _reach(c)) for c in columns)])
-        curves.append((label, row_curves))
+    spec = [(label, algorithm, flags) for label, algorithm, flags in runs_spec if label in picked]
+    calls = [
+        (f"{label}, seed {seed}", run_once, (algorithm, flags, seed, args.impl, extra, kl_end))
+        for label, algorithm, flags in spec
+        for seed in args.seeds
+    ]
+
+    def line(result: tuple[dict, dict]) -> str:
+        return ", ".join(f"{c}: {_cell([result[0][c]], _reach(c)).split(' [')[0]}" for c in columns)
+
     name = f"{args.experiment} --task {args.task}" if estimators else args.experiment
+    seconds = RUN_SECONDS[f"estimators {args.task}" if estimators else args.experiment]
+    results = iter(run_all(name, calls, args.jobs, seconds, line))
+    rows, curves = [], []
+    for label, _, _ in spec:
+        runs = [next(results) for _ in args.seeds]
+        rows.append([label, *(_cell([r[c] for r, _ in runs], _reach(c)) for c in columns)])
+        curves.append((label, [c for _, c in runs]))
     print_table(name, args.seeds, columns, rows)
     if estimators:
         path = args.out / f"estimators-{args.task}.png"

@@ -40,10 +40,11 @@ import math
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+from side_by_side import RunFailed, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD = ["--reward.praise_penalty_weight", "1"]  # task 15's annotator and gold: a reader who distrusts gushing
@@ -56,9 +57,11 @@ UWO_COEF = "0.5"  # --reward_uncertainty_coef of the uwo ensemble
 POLICY_STEPS = 100
 SMOOTH = 10  # steps in the moving average the figures read
 START = 3  # "gold at start": the mean of the first START steps (the policy has barely moved yet)
-# Minutes of one process on our idle 2-core machine at one thread, for the time printed up front: one reward model
+# Minutes of one process on our idle 2-core machine at one thread, another beside it (--jobs 2), for the time printed
+# up front (measured: TASKS.md's table of times): one reward model
 # (its pairs included; the whole policy, and task 15's RM_FLAGS one), one PPO run of POLICY_STEPS token-level steps.
-REWARD_MODEL_MINUTES, SMALL_REWARD_MODEL_MINUTES, PPO_MINUTES = 0.6, 0.16, 1.6
+REWARD_MODEL_MINUTES, SMALL_REWARD_MODEL_MINUTES, PPO_MINUTES = 0.4, 0.16, 1.0
+RM_VS_DPO_MINUTES = (1.0, 0.6)  # rm_vs_dpo's PPO run and its DPO run (held-out accuracy included), one thread
 MANY = 1024  # rm_vs_dpo's reward model
 PPO_STEPS = 100  # rm_vs_dpo's PPO
 # (label, pairs or "ensemble", PPO flags) of task 15's grid, against GOLD
@@ -117,13 +120,12 @@ DPO_COLUMNS = ["held-out pair accuracy", "final gold reward", "final kl/ref", "w
 
 
 def _run(script: str, args: list[str]) -> None:
-    """``python <script> args`` from the repository root; its one-line error and exit code on failure."""
+    """``python <script> args`` from the repository root; a failure raises RunFailed (its one-line error, its code)."""
     command = [sys.executable, script, *args]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         last = proc.stderr.strip().splitlines()[-1:] or [f"{' '.join(command[1:])} failed (exit {proc.returncode})"]
-        print(last[0], file=sys.stderr)
-        sys.exit(proc.returncode)
+        raise RunFailed(last[0], proc.returncode)
 
 
 def train_reward_model(tmp: Path, name: str, seed: int, pairs: int, impl: str, extra: list[str]) -> Path:
@@ -273,6 +275,41 @@ def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> d
 Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row label, each column's values over seeds)
 
 
+def impl_fingerprint(impl: str) -> bytes:
+    """The text of every file of the implementation ``impl`` (a run depends on all of them)."""
+    from rlhf_practice.course import load_impl
+
+    folder = Path(load_impl(impl).reward_model.__file__).parent
+    return b"".join(path.read_bytes() for path in sorted(folder.glob("*.py")))
+
+
+def run_path(out: Path, seed: int, impl: str, flags: list[str]) -> Path:
+    """Where :func:`policy_run` keeps the figures and curves of the PPO run of ``flags`` at ``seed``: under a name
+    made of everything the run depends on (its flags, the reward models' folders among them, whose names hold
+    their own settings; the thread count; the implementation's files)."""
+    key = json.dumps([seed, flags, torch.get_num_threads()]).encode() + impl_fingerprint(impl)
+    return out / "runs" / f"ppo-seed{seed}-{hashlib.sha1(key).hexdigest()[:12]}.json"
+
+
+def policy_run(
+    out: Path, seed: int, impl: str, flags: list[str], accuracy: float
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """A PPO run of ``flags`` against reward models (their held-out ``accuracy``, NaN for an ensemble): its figures
+    and curves, kept in ``out``/runs so that a later command (another --rows, a rerun) reads them instead."""
+    path = run_path(out, seed, impl, flags)
+    if path.is_file():
+        kept = json.loads(path.read_text())
+        return kept["figures"], kept["curves"]
+    with tempfile.TemporaryDirectory() as tmp:
+        c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, flags))
+    figures = overoptimization_figures(c, accuracy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps({"figures": figures, "curves": c}))
+    partial.replace(path)  # a run killed half-way leaves no file of that name
+    return figures, c
+
+
 def overoptimization(
     seeds: list[int],
     impl: str,
@@ -294,40 +331,36 @@ def overoptimization(
     minutes = (len(runs) * PPO_MINUTES + len(models) * per_model) / max(1, jobs)
     print(
         f"{name}: {len(runs)} PPO runs of {POLICY_STEPS} steps and {len(models)} reward models, {jobs} at a time: "
-        f"about {minutes:.0f} minutes on our 2-core machine (less with the reward models of an earlier run in {out})",
+        f"about {minutes:.0f} minutes on our 2-core machine (less with the reward models and runs an earlier command "
+        f"kept in {out})",
         file=sys.stderr,
         flush=True,
     )
     trained = train_reward_models(out, models, impl, extra, gold, rm_flags, jobs)
-
-    def one(seed: int, row: tuple) -> tuple[dict[str, float], dict[str, list[float]]]:
-        label, pairs, flags = row
+    calls = []
+    for seed, (label, pairs, flags) in runs:
         if pairs == "ensemble":
-            folders, accuracy = [trained[m, ENSEMBLE_PAIRS][0] for m in member_seeds(seed)], float("nan")
+            folders, accuracy = [trained[m, ENSEMBLE_PAIRS][0] for m in member_seeds(seed)], math.nan
         else:
             folder, accuracy = trained[seed, pairs]
             folders = [folder]
         ppo = ["--level", "token", "--num_steps", str(POLICY_STEPS), *flags, *gold, *extra]
         ppo += ["--reward_model", ",".join(str(f) for f in folders)]
-        with tempfile.TemporaryDirectory() as tmp:
-            c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, ppo))
-        return overoptimization_figures(c, accuracy), c
-
-    results: dict[tuple[int, str], tuple[dict[str, float], dict[str, list[float]]]] = {}
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = {pool.submit(one, seed, row): (seed, row[0]) for seed, row in runs}
-        for done, future in enumerate(as_completed(futures), 1):
-            seed, label = futures[future]
-            results[seed, label] = future.result()
-            figures_line = ", ".join(f"{k}: {v:.3g}" for k, v in results[seed, label][0].items())
-            print(f"[{done}/{len(runs)}] seed {seed}, {label}: {figures_line}", file=sys.stderr, flush=True)
+        calls.append((f"seed {seed}, {label}", policy_run, (out, seed, impl, ppo, accuracy)))
+    kept = [run_path(*args[:4]).is_file() for _, _, args in calls]  # by an earlier command: not logged again
+    line = lambda result: ", ".join(f"{k}: {v:.3g}" for k, v in result[0].items())  # noqa: E731
+    seconds = PPO_MINUTES * 60 * kept.count(False) / len(calls)
+    done = run_all(f"{name} (PPO)", calls, jobs, seconds, line, processes=False)
+    results = {(seed, row[0]): result for (seed, row), result in zip(runs, done)}
     figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
     drawn: dict[str, list[dict[str, list[float]]]] = {label: [] for label, _, _ in wanted}
     with (out / f"{name}.jsonl").open("a") as f:
-        for seed, (label, _, _) in runs:  # in the grid's order, whatever order the runs finished in
+        for (seed, (label, _, _)), was_kept in zip(runs, kept):  # in the grid's order, whatever order they ended in
             this, c = results[seed, label]
             figures[label].append(this)
             drawn[label].append(c)
+            if was_kept:
+                continue
             record = {"row": label, "seed": seed, "impl": impl, "extra": extra, "threads": torch.get_num_threads()}
             f.write(json.dumps({**record, **this, **c}) + "\n")
     single = {flags[1]: label for label, pairs, flags in wanted if pairs == ENSEMBLE_PAIRS}  # beta -> its row
@@ -424,47 +457,53 @@ def dpo_heldout_accuracy(run: Path, pairs_file: Path, seed: int, impl: str) -> f
     return right / len(data)
 
 
-def rm_vs_dpo(seeds: list[int], impl: str, extra: list[str], rows: list[str]) -> Table:
-    """Run the comparison (the rows of RM_VS_DPO_ROWS named in ``rows``, both when empty: the reward model is
-    trained either way, DPO trains on its pairs); return its table."""
+def rm_vs_dpo_seed(seed: int, impl: str, extra: list[str], wanted: list[str]) -> dict[str, dict[str, float]]:
+    """One seed of :func:`rm_vs_dpo`: the reward model on MANY pairs, then the ``wanted`` rows' runs; their figures."""
     from rlhf_practice.tracking import final_mean, load_run
 
     rm_ppo, dpo_row = RM_VS_DPO_ROWS
-    figures: dict[str, list[dict[str, float]]] = {row: [] for row in RM_VS_DPO_ROWS if not rows or row in rows}
-    for seed in seeds:
-        with tempfile.TemporaryDirectory() as name:
-            tmp = Path(name)
-            print(f"reward model on {MANY} pairs, seed {seed} ...", file=sys.stderr, flush=True)
-            rm = train_reward_model(tmp, "rm", seed, MANY, impl, [])
-            record = json.loads((rm / "reward_model" / "reward_model.json").read_text())
-            if rm_ppo in figures:
-                print("  PPO --level token against it ...", file=sys.stderr, flush=True)
-                flags = ["--level", "token", "--num_steps", str(PPO_STEPS), "--reward_model", str(rm / "reward_model")]
-                ppo = load_run(train_policy(tmp, "ppo", "ppo", seed, impl, [*flags, *extra]))
-                figures[rm_ppo].append(
-                    {
-                        "held-out pair accuracy": record["heldout_accuracy"],
-                        "final gold reward": final_mean(ppo.metrics["reward/gold"]),
-                        "final kl/ref": final_mean(ppo.metrics["kl/ref"]),
-                        "wall s": ppo.wall_seconds(),
-                    }
-                )
-            if dpo_row in figures:
-                print("  DPO on its training pairs ...", file=sys.stderr, flush=True)
-                folder = train_policy(
-                    tmp, "dpo", "dpo", seed, impl, ["--pairs_file", str(rm / "train_pairs.jsonl"), *extra]
-                )
-                dpo = load_run(folder)
-                values = dpo.metrics["reward/mean"]  # fresh replies every eval_every steps: the gold reward
-                kl = dpo.metrics["kl/ref"]
-                figures[dpo_row].append(
-                    {
-                        "held-out pair accuracy": dpo_heldout_accuracy(folder, rm / "heldout_pairs.jsonl", seed, impl),
-                        "final gold reward": sum(values[-2:]) / len(values[-2:]),
-                        "final kl/ref": sum(kl[-2:]) / len(kl[-2:]),
-                        "wall s": dpo.wall_seconds(),
-                    }
-                )
-            for label, runs in figures.items():
-                print(f"  {label}: " + ", ".join(f"{k}: {v:.3g}" for k, v in runs[-1].items()), file=sys.stderr)
-    return DPO_COLUMNS, [(label, [[f[c] for f in runs] for c in DPO_COLUMNS]) for label, runs in figures.items()]
+    figures: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        rm = train_reward_model(tmp, "rm", seed, MANY, impl, [])
+        record = json.loads((rm / "reward_model" / "reward_model.json").read_text())
+        if rm_ppo in wanted:
+            flags = ["--level", "token", "--num_steps", str(PPO_STEPS), "--reward_model", str(rm / "reward_model")]
+            ppo = load_run(train_policy(tmp, "ppo", "ppo", seed, impl, [*flags, *extra]))
+            figures[rm_ppo] = {
+                "held-out pair accuracy": record["heldout_accuracy"],
+                "final gold reward": final_mean(ppo.metrics["reward/gold"]),
+                "final kl/ref": final_mean(ppo.metrics["kl/ref"]),
+                "wall s": ppo.wall_seconds(),
+            }
+        if dpo_row in wanted:
+            folder = train_policy(
+                tmp, "dpo", "dpo", seed, impl, ["--pairs_file", str(rm / "train_pairs.jsonl"), *extra]
+            )
+            dpo = load_run(folder)
+            values = dpo.metrics["reward/mean"]  # fresh replies every eval_every steps: the gold reward
+            kl = dpo.metrics["kl/ref"]
+            figures[dpo_row] = {
+                "held-out pair accuracy": dpo_heldout_accuracy(folder, rm / "heldout_pairs.jsonl", seed, impl),
+                "final gold reward": sum(values[-2:]) / len(values[-2:]),
+                "final kl/ref": sum(kl[-2:]) / len(kl[-2:]),
+                "wall s": dpo.wall_seconds(),
+            }
+    return figures
+
+
+def rm_vs_dpo(seeds: list[int], impl: str, extra: list[str], rows: list[str], jobs: int = 1) -> Table:
+    """Run the comparison (the rows of RM_VS_DPO_ROWS named in ``rows``, both when empty: the reward model is
+    trained either way, DPO trains on its pairs), one seed per worker, ``jobs`` at a time; return its table."""
+    wanted = [row for row in RM_VS_DPO_ROWS if not rows or row in rows]
+    calls = [(f"seed {seed}", rm_vs_dpo_seed, (seed, impl, extra, wanted)) for seed in seeds]
+    seconds = (REWARD_MODEL_MINUTES + RM_VS_DPO_MINUTES[0] * (RM_VS_DPO_ROWS[0] in wanted)
+               + RM_VS_DPO_MINUTES[1] * (RM_VS_DPO_ROWS[1] in wanted)) * 60  # fmt: skip
+
+    def line(figures: dict[str, dict[str, float]]) -> str:
+        return "; ".join(
+            f"{label}: " + ", ".join(f"{k}: {v:.3g}" for k, v in f.items()) for label, f in figures.items()
+        )
+
+    done = run_all("rm_vs_dpo", calls, jobs, seconds, line)
+    return DPO_COLUMNS, [(label, [[f[label][c] for f in done] for c in DPO_COLUMNS]) for label in wanted]

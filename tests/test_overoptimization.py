@@ -106,3 +106,14 @@ def test_task_15_experiments_print_their_tables(
     assert [line.split(" | ")[0] for line in out.out.splitlines() if line.startswith("| RM")] == [
         "| RM on 64 pairs, --beta 0"
     ]
+    # the same command again: the PPO run is read from --out (runs/), not run or logged again
+    table = [line for line in out.out.splitlines() if line.startswith("| RM")]
+    code = _run_cli(
+        "scripts/experiments.py", "overoptimization", "--seeds", "0", "--impl", working_token_impl,
+        "--out", str(tmp_path), "--rows", "64 pairs", "--extra", *TINY,
+    )  # fmt: skip
+    again = capsys.readouterr()
+    assert code == 0, again.err
+    assert [line for line in again.out.splitlines() if line.startswith("| RM")] == table
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+    assert len((tmp_path / "overoptimization.jsonl").read_text().splitlines()) == 1

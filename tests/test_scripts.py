@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import runpy
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 from _runs import ROOT, SCRIPT, _impl_folder, _metrics, run_script
 
 from rlhf_practice import compare
@@ -210,8 +213,10 @@ def test_bad_group_size_is_one_line(tmp_path: Path, capsys, working_impl: str) -
 
 
 def _run_cli(script: str, *args: str) -> int:
-    """Run ``script`` with ``args`` in this process, as ``python script args`` would; returns its exit code."""
+    """Run ``script`` with ``args`` in this process, as ``python script args`` would; returns its exit code. The
+    thread count a script sets (experiments.py pins it, --jobs) is this process's own again afterwards."""
     old_argv, sys.argv = sys.argv, [script, *args]
+    threads, told = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     try:
         runpy.run_path(str(ROOT / script), run_name="__main__")
     except SystemExit as exit_:
@@ -221,6 +226,11 @@ def _run_cli(script: str, *args: str) -> int:
         return 1
     finally:
         sys.argv = old_argv
+        torch.set_num_threads(threads)
+        if told is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = told
     return 0
 
 
@@ -316,6 +326,38 @@ def test_experiments_command_prints_its_table(capsys, working_token_impl: str) -
     assert len(rows) == 2 and all(row.count("|") == header.count("|") for row in rows), out.out
 
 
+def _without_wall(table: str) -> list[str]:
+    """The table's lines, each row without its last cell (wall s: seconds differ from run to run)."""
+    return [re.sub(r"\| [^|]* \|$", "|", line) for line in table.splitlines() if line.startswith("|")]
+
+
+@pytest.mark.slow  # 2 + 2 subprocess runs and 2 x 6 lecture runs, ~40 s: in .ci/run's slow line
+def test_jobs_do_not_change_the_figures(
+    capsys, monkeypatch, working_token_impl: str, working_lecture_impl: str
+) -> None:
+    """--jobs 2 (two runs at a time, in worker processes) prints the table of --jobs 1, bit for bit, at one thread:
+    the subprocess runs, the KL measured after them in the worker, and the lecture's runs in the workers."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    tiny = ["--num_steps", "2", "--train_batch_size", "8", "--max_new_tokens", "6", "--device", "cpu"]
+    tiny += ["--data.max_samples", "256"]
+    commands = {
+        "dpo_vs_rl": ["--rows", "PPO --level token", "--impl", working_token_impl, "--extra", *tiny],
+        "lecture": [
+            *("--rows", "rewards + naive", "centered_rewards + clipped", "--impl", working_lecture_impl),
+            *("--extra", "--epochs", "3"),
+        ],
+    }
+    for name, args in commands.items():
+        tables = []
+        for jobs in ("1", "2"):
+            code = _run_cli("scripts/experiments.py", name, "--seeds", "0", "1", "--jobs", jobs, *args)
+            out = capsys.readouterr()
+            assert code == 0, out.err
+            assert f"{jobs} at a time" in out.err
+            tables.append(_without_wall(out.out))
+        assert len(tables[0]) >= 3 and tables[0] == tables[1], name
+
+
 def _experiments():
     """scripts/experiments.py as a module (it puts scripts/ on sys.path for its neighbours)."""
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -350,6 +392,14 @@ def test_a_row_that_is_not_there_is_one_line_before_any_run(capsys, tmp_path: Pa
     assert code == 2 and "Traceback" not in err, err
     (line,) = err.strip().splitlines()
     assert line.startswith(f"error: rows: '128 pairs' names no row of {name}; its rows are "), line
+    assert not list(tmp_path.iterdir()), "nothing ran"
+
+
+def test_task_outside_estimators_is_one_line(capsys, tmp_path: Path) -> None:
+    """--task says which task estimators compares on; any other experiment refuses it rather than ignore it."""
+    code = _run_cli("scripts/experiments.py", "clip", "--task", "add", "--out", str(tmp_path))
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == "error: --task is for estimators only; clip runs its own task (drop --task)."
     assert not list(tmp_path.iterdir()), "nothing ran"
 
 
@@ -425,6 +475,29 @@ def test_benchmark_against_trl_without_trl_is_one_line(tmp_path: Path, monkeypat
     assert import_trl() == "pip could not install trl==1.16.0 (ERROR: No matching distribution found for trl==1.16.0)"
     (command,) = commands
     assert command[-4:] == ["--no-deps", "--target", str(tmp_path / "trl"), "trl==1.16.0"]
+
+
+def test_benchmark_against_trl_pairs_each_round(monkeypatch) -> None:
+    """--against-trl: rounds of our run then TRL's; each round's ratio is TRL's median step over ours in that round
+    (a machine that slows down in round 2 slows both sides of it), then their median and range."""
+    benchmark = runpy.run_path(str(ROOT / "scripts/benchmark.py"), run_name="benchmark")
+    against_trl = benchmark["against_trl"]
+    ours = iter([0.2, 0.1])  # rounds 2 and 3 (round 1's run is given)
+    theirs = iter([0.3, 0.4, 0.1, 0.3, 0.3, 0.1])  # per round: TRL's DPO, then with precompute_ref_log_probs
+    step = lambda seconds: {"step_s_median": seconds, "pairs_file": "pairs.jsonl"}  # noqa: E731
+    monkeypatch.setitem(against_trl.__globals__, "benchmark", lambda *args: step(next(ours)))
+    monkeypatch.setitem(against_trl.__globals__, "trl_dpo", lambda *args: step(next(theirs)))
+    args = SimpleNamespace(rounds=3, preset="tiny", impl="my_impl", target=0.8, dpo_extra=["--num_steps", "2"])
+    out = against_trl("dpo", args, ["--seed", "0"], step(0.1))
+    assert out["dpo: our median step s, per round"] == [0.1, 0.2, 0.1]
+    assert out["trl_dpo: step_s / ours, paired"] == {
+        "per_round": [3.0, 0.5, 3.0],
+        "median": 3.0,
+        "min": 0.5,
+        "max": 3.0,
+    }
+    assert out["trl_dpo_precomputed_ref: step_s / ours, paired"]["per_round"] == [4.0, 1.5, 1.0]
+    assert len(out["trl_dpo"]) == 3
 
 
 def test_threads_runs_the_experiment_once_per_thread_count(tmp_path: Path) -> None:
