@@ -117,7 +117,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # overoptimization.py beside this fil
 
 import best_of_n  # noqa: E402  (scripts/best_of_n.py: task 15's best-of-n)
 import overoptimization  # noqa: E402  (scripts/overoptimization.py: task 13's and 15's experiments)
-from side_by_side import RunFailed, pin_threads, run_all, usable_cores  # noqa: E402  (--jobs)
+from side_by_side import RunFailed, pin_threads, run_all, threads_told, usable_cores  # noqa: E402  (--jobs)
 
 from rlhf_practice.config import CONFIGS, parse_config  # noqa: E402
 from rlhf_practice.course import load_impl  # noqa: E402
@@ -899,8 +899,7 @@ def main() -> None:
         # (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.
         os.environ["OMP_NUM_THREADS"] = "1"
     if args.jobs is None:  # one run per core, or per OMP_NUM_THREADS cores where it is set (--threads sets it)
-        told = os.environ.get("OMP_NUM_THREADS", "")
-        args.jobs = max(1, usable_cores() // (int(told) if told.isdigit() and int(told) > 0 else 1))
+        args.jobs = max(1, usable_cores() // (threads_told() or 1))
         args.jobs = min(args.jobs, MAX_JOBS) if task15 else args.jobs
     pin_threads(args.jobs)  # every run started from here: OMP_NUM_THREADS, cores / jobs unless set
     try:

@@ -27,11 +27,16 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def threads_told() -> int | None:
+    """OMP_NUM_THREADS when it is set to a positive number, else None."""
+    told = os.environ.get("OMP_NUM_THREADS", "")
+    return int(told) if told.isdigit() and int(told) > 0 else None
+
+
 def pin_threads(jobs: int) -> int:
     """Torch threads for each of ``jobs`` runs at a time: OMP_NUM_THREADS when it is set, else the cores shared out
     (at least 1). Set in this process and in the environment, which every run started from here inherits."""
-    told = os.environ.get("OMP_NUM_THREADS", "")
-    threads = int(told) if told.isdigit() and int(told) > 0 else max(1, usable_cores() // max(1, jobs))
+    threads = threads_told() or max(1, usable_cores() // max(1, jobs))
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     return threads

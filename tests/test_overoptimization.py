@@ -93,10 +93,11 @@ def test_task_15_experiments_print_their_tables(
     assert 1 <= figures["n at peak"] <= 8 and figures["d at peak"] <= math.sqrt(math.log(8) - 7 / 8) + 1e-9
     # overoptimization through the command line, reusing the reward models kept in --out
     models = sorted(p.name for p in (tmp_path / "reward_models").iterdir())
-    code = _run_cli(
+    command = (
         "scripts/experiments.py", "overoptimization", "--seeds", "0", "--impl", working_token_impl,
         "--out", str(tmp_path), "--rows", "64 pairs", "--extra", *TINY,
     )  # fmt: skip
+    code = _run_cli(*command)
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "about" in out.err and "minutes on our 2-core machine" in out.err
@@ -108,10 +109,7 @@ def test_task_15_experiments_print_their_tables(
     ]
     # the same command again: the PPO run is read from --out (runs/), not run or logged again
     table = [line for line in out.out.splitlines() if line.startswith("| RM")]
-    code = _run_cli(
-        "scripts/experiments.py", "overoptimization", "--seeds", "0", "--impl", working_token_impl,
-        "--out", str(tmp_path), "--rows", "64 pairs", "--extra", *TINY,
-    )  # fmt: skip
+    code = _run_cli(*command)
     again = capsys.readouterr()
     assert code == 0, again.err
     assert [line for line in again.out.splitlines() if line.startswith("| RM")] == table
