@@ -20,6 +20,7 @@ from types import ModuleType
 
 import torch
 
+from rlhf_practice import online_labels
 from rlhf_practice.config import GRPOConfig, TokenGRPOConfig, parse_config
 from rlhf_practice.course import Impl
 from rlhf_practice.modeling import Generation, PolicyValueModel
@@ -30,6 +31,7 @@ from rlhf_practice.training import TrainingRun, run_main, training_run
 def main() -> None:
     config = parse_config(GRPOConfig)
     with training_run(config) as run:
+        online_labels.attach(run)  # task 16, --online.refresh_every: run.online, whose refreshes the loop calls
         grpo = run.impl.grpo
         policy = run.policy
         group_size = config.grpo_group_size
@@ -40,6 +42,7 @@ def main() -> None:
         # processes); in one process the policy itself.
         model, optimizer = run.prepare(policy, optimizer)
         for step in run.logger.steps(range(1, config.num_steps + 1)):
+            online = run.refresh_reward_model(step)  # task 16, --online.refresh_every: fresh labels; {} without it
             # 1-2. B prompts, K replies to each (rows i*K .. i*K+K-1 share prompt i), scored: see
             #    sample_groups (--dynamic_sampling: only the groups whose replies differ in correctness).
             generation, prompts, replies, rewards, sampling_stats = sample_groups(run, config)
@@ -70,6 +73,7 @@ def main() -> None:
                 **run.rollout_stats(rewards, advantages, generation, group_size),
                 **task_stats,
                 **sampling_stats,
+                **online,
             }
             run.logger.log(step, metrics, prompts, replies, rewards)
 

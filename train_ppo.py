@@ -4,6 +4,7 @@
     python train_ppo.py --impl FOLDER        # run the rl/ files in FOLDER instead of rlhf_practice/rl/
     python train_ppo.py --level token        # token-level PPO (tasks 7-8): KL to a reference, GAE
     python train_ppo.py --reward_model DIR   # task 13: the reward of a learned model (the task's: reward/gold)
+    python train_ppo.py --reward_model DIR --online.refresh_every 20   # task 16: refreshed with fresh labels
     python train_ppo.py --help               # every setting, with its default
 
 One step (--level sequence, tasks 1-2): sample prompts -> generate replies -> reward -> old log-probs
@@ -19,6 +20,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from rlhf_practice import online_labels
 from rlhf_practice.config import PPOConfig, TokenPPOConfig, parse_config
 from rlhf_practice.modeling import Generation, TokenOutputs
 from rlhf_practice.tracking import check_finite, explained_variance, mean_metrics
@@ -28,6 +30,7 @@ from rlhf_practice.training import TrainingRun, run_main, training_run
 def main() -> None:
     config = parse_config(PPOConfig)
     with training_run(config) as run:
+        online_labels.attach(run)  # task 16, --online.refresh_every: run.online, whose refreshes the loops call
         token_level(run, config) if config.level == "token" else sequence_level(run, config)
 
 
@@ -40,6 +43,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
     # processes); in one process the policy itself.
     model, optimizer = run.prepare(policy, optimizer)
     for step in run.logger.steps(range(1, config.num_steps + 1)):
+        online = run.refresh_reward_model(step)  # task 16, --online.refresh_every: fresh labels; {} without it
         # 1. Sample prompts and generate one reply each (no gradient).
         input_ids, attention_mask, prompts = run.next_prompts()  # (B, P)
         generation = run.generate(input_ids, attention_mask)  # sequences (B, P + T)
@@ -90,6 +94,7 @@ def sequence_level(run: TrainingRun, config: PPOConfig) -> None:
                 old.logprobs, old.logprobs, advantages, config.ppo_clip_range
             ),
             **task_stats,
+            **online,
         }
         run.logger.log(step, metrics, prompts, replies, rewards)
 
@@ -103,6 +108,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=config.learning_rate)
     model, optimizer = run.prepare(policy, optimizer)  # DDP under a launcher, as in sequence_level
     for step in run.logger.steps(range(1, config.num_steps + 1)):
+        online = run.refresh_reward_model(step)  # task 16, as in sequence_level
         # 1. Sample prompts, generate one reply each, score it: one number per reply, as before.
         input_ids, attention_mask, prompts = run.next_prompts()
         generation = run.generate(input_ids, attention_mask)
@@ -145,6 +151,7 @@ def token_level(run: TrainingRun, config: TokenPPOConfig) -> None:
                 *(run.gather(x)[run.gather(mask) > 0] for x in (old.values, returns))
             ),
             **task_stats,
+            **online,
         }
         run.logger.log(step, metrics, prompts, replies, scores)
         kl_control.update(kl_ref.item(), n=len(run.gather(scores)))

@@ -26,6 +26,13 @@ picked by the gold and by the proxies' mean, min and uwo ensembles; it saves the
 draws the same pool, computes the curves with the key's functions written out, and measures the share of the
 submission's numbers within :data:`BEST_OF_N_TOLERANCE` of its own; the bar is all of them.
 
+gate/online (task 16) trains nothing either: what its two functions decide in the loop is which pairs the annotator
+labels and what the detector reads. Its gate child draws :data:`ONLINE`'s fresh pairs of the tiny policy (two replies
+to each prompt), the same kind of gold and proxies, and with the submission's functions picks the labels of every
+selection (random, uncertain by the three models and by one, disagreement) and measures the proxies' agreement on each
+pick and on all pairs; the judge recomputes them with the key's functions written out, and the bar is all of them
+equal (the agreements within 1e-6, NaN equal to NaN).
+
 Bars and budgets come from ``python -m instructor gate-bars`` (:func:`main`): the key on seeds 0-4
 (every seed must pass with margin), the stubs (must fail), and the catalog's variants of each gate's
 functions, each built as the key's file with that one function replaced (wrong ones that still pass
@@ -64,8 +71,8 @@ class Gate:
     """One algorithm's gate: the command it trains with, what it needs, its budget, bar and points."""
 
     name: str  # "ppo", "grpo", ...: the CSV column is gate/<name>
-    # A training script of SCRIPTS with its flags, ("-m", module, flags...), or (GATE, "best_of_n"): the gate child's
-    # own measurement (gate/best_of_n, which trains nothing).
+    # A training script of SCRIPTS with its flags, ("-m", module, flags...), or (GATE, "best_of_n") / (GATE, "online"):
+    # the gate child's own measurement (gate/best_of_n and gate/online, which train nothing).
     command: tuple[str, ...]
     # The graded functions its training loop calls with the gate's flags: gate-bars trains the catalog's
     # variants of these. Written here, not derived from GRADED: the course table says which file holds a
@@ -81,7 +88,8 @@ class Gate:
     points: float = 10.0
     # What the judge measures: "sentiment" (the saved policy's mean reward), "sort" (its mean sort reward, the sort
     # task's tiny model), "lecture" (its held-out exact-sort accuracy), "rm" (the saved reward model's accuracy on
-    # the judge's own preference pairs) or "best_of_n" (the share of the saved curves that agree with the judge's).
+    # the judge's own preference pairs), "best_of_n" (the share of the saved curves that agree with the judge's) or
+    # "online" (the share of the saved picks and agreements that equal the judge's).
     judged: str = "sentiment"
 
     @property
@@ -97,9 +105,9 @@ class Gate:
 
     def shortfall(self, score: float) -> str:
         """The note of a judged score below the bar."""
-        if self.judged == "best_of_n":
-            agree = f"{score:.0%} of the best-of-n curves' numbers agree with the judge's"
-            return f"gate/{self.name}: {agree} (bar {self.bar:.0%})"
+        if self.judged in MEASURED:
+            what = {"best_of_n": "the best-of-n curves'", "online": "the picked pairs' and agreements'"}[self.judged]
+            return f"gate/{self.name}: {score:.0%} of {what} numbers agree with the judge's (bar {self.bar:.0%})"
         return f"gate/{self.name}: reward {score:.2f} < bar {self.bar:g} after {self.steps} steps"
 
     @property
@@ -137,6 +145,10 @@ AFTER_GRPO_STEPS, AFTER_GRPO_BAR = 30, 0.35
 # plus noise of std 0.5, rounded to halves: ties); every number within 0.01 of the judge's (the KL: 0.01 of max(1, KL)).
 BEST_OF_N = {"prompts": 16, "size": 32, "models": 3, "noise": 0.5}
 BEST_OF_N_TOLERANCE = 0.01
+# gate/online (task 16): 64 fresh pairs of the tiny policy's replies, 4 proxies made as gate/best_of_n's (noise of std 1:
+# some orders wrong, ties where the gold differs) and 3 not rounded, 16 labels; every picked index and agreement equal
+# to the judge's.
+ONLINE = {"pairs": 64, "models": 4, "noise": 1.0, "labels": 16}
 GATES: tuple[Gate, ...] = (
     Gate("ppo", ("train_ppo.py",), PPO, ("ppo",), steps=12, bar=0.3),
     Gate("grpo", ("train_grpo.py",), ("compute_group_advantages", "grpo_loss"), ("grpo",), steps=30, bar=0.3),
@@ -185,7 +197,17 @@ GATES: tuple[Gate, ...] = (
         bar=1.0,
         judged="best_of_n",
     ),
+    Gate(
+        "online",
+        (GATE, "online"),
+        ("select_pairs", "proxy_agreement"),
+        ("online",),
+        steps=ONLINE["pairs"],
+        bar=1.0,
+        judged="online",
+    ),
 )
+MEASURED = ("best_of_n", "online")  # the gates whose child measures (trains nothing) and whose judge recomputes
 GATE_NAMES = tuple(g.name for g in GATES)
 
 
@@ -211,6 +233,11 @@ def _lecture_settings(gate: Gate, seed: int) -> dict:
 def _best_of_n_settings(gate: Gate, seed: int) -> dict | None:
     """gate/best_of_n's pool (instructor.gate_child.best_of_n_pool's arguments); None for every other gate."""
     return {**BEST_OF_N, "size": gate.steps, "seed": seed} if gate.judged == "best_of_n" else None
+
+
+def _online_settings(gate: Gate, seed: int) -> dict | None:
+    """gate/online's pairs (instructor.gate_child.online_pool's arguments and the labels); None for every other gate."""
+    return {**ONLINE, "pairs": gate.steps, "seed": seed} if gate.judged == "online" else None
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -304,6 +331,7 @@ def run_gates(
                 "argv": gate.argv(seed, str(runs)),
                 "lecture": _lecture_settings(gate, seed),
                 "best_of_n": _best_of_n_settings(gate, seed),
+                "online": _online_settings(gate, seed),
                 "out": str(out / (gate.kept or "model.pt")),
             }
             if not _inside(out, runs.parent):  # an earlier child made runs/ a link: nothing of this gate is kept
@@ -362,7 +390,8 @@ def _judge(
         if ok:
             job = {"name": gate.name, "kind": kind, "path": str(path), "seed": JUDGE_SEED, "prompts": JUDGE_PROMPTS}
             best_of_n = {"best_of_n": _best_of_n_settings(gate, seed), "tolerance": BEST_OF_N_TOLERANCE}
-            inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED), **best_of_n})
+            online = {"online": _online_settings(gate, seed)}
+            inputs.append({**job, "lecture": _lecture_settings(gate, GATE_SEED), **best_of_n, **online})
     if not inputs:
         return {}
     # Never as the submission's user: every process of that user has been ended (instructor.children), and the

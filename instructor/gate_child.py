@@ -15,7 +15,8 @@ only from TREE.
 gate/best_of_n trains nothing: :func:`best_of_n_pool` draws one pool of the tiny policy's replies and
 :func:`best_of_n_curves` computes from it, with the submission's functions, what the over-optimization
 experiment plots. The judge imports both from its own copy of this file and computes the same curves with
-the key's functions, written out there.
+the key's functions, written out there. gate/online likewise: :func:`online_pool` and :func:`online_outcome`
+(which pairs each selection labels, and the detector on them).
 """
 
 import os
@@ -76,6 +77,12 @@ def _train(tree: str, job: dict, report: dict) -> None:
             curves = best_of_n_curves(student.best_of_n_kl, student.best_of_n_estimate, student.ensemble_reward, pool)
             torch.save({name: torch.as_tensor(c).detach().clone() for name, c in curves.items()}, job["out"])
             report["steps"] = settings["size"]
+        elif job.get("online"):  # gate/online: tensors only, as gate/best_of_n's
+            student = importlib.import_module("rlhf_practice.rl.online")
+            settings = job["online"]
+            outcome = online_outcome(student.select_pairs, student.proxy_agreement, online_pool(**settings), settings)
+            torch.save({name: torch.as_tensor(v).detach().clone() for name, v in outcome.items()}, job["out"])
+            report["steps"] = settings["pairs"]
         elif command[0] == "-m":  # the lecture: its model is kept so that the judge can measure it
             lecture = importlib.import_module(command[1])
             models = []
@@ -150,6 +157,53 @@ def best_of_n_curves(best_of_n_kl, best_of_n_estimate, ensemble_reward, pool: di
         if name != "gold":
             curves[f"proxy/{name}"] = best_of_n_estimate(proxy, proxy).mean(dim=0)
     return curves
+
+
+def online_pool(seed: int, pairs: int, models: int, noise: float, labels: int = 0) -> dict:
+    """gate/online's fresh pairs: ``pairs`` prompts of the tiny preset's sentiment task (drawn with ``seed``), two
+    replies to each from its starting policy; "gold_a", "gold_b", each reply's rule reward, (C,) float32 (few values:
+    ties); "proxy_a", "proxy_b", (k, C): ``models`` proxies made as best_of_n_pool's (the gold plus noise of std
+    ``noise``, rounded to halves: proxy ties where the gold differs; with k = 4 every mean and difference of them is
+    exact in any order of summation, so ties are ties in any right implementation); "smooth_a", "smooth_b", (3, C):
+    three proxies without the rounding, for 'disagreement' (the variance of probabilities has no exact ties).
+    ``labels``: unused here."""
+    import torch
+
+    pool = best_of_n_pool(seed, pairs, 2, models, noise)
+    gold, proxies = pool["gold"], pool["proxies"]  # (C, 2), (k, C, 2)
+    smooth = gold + torch.randn(3, pairs, 2, generator=torch.Generator().manual_seed(seed + 1)) * noise
+    return {
+        "gold_a": gold[:, 0],
+        "gold_b": gold[:, 1],
+        "proxy_a": proxies[..., 0],
+        "proxy_b": proxies[..., 1],
+        "smooth_a": smooth[..., 0],
+        "smooth_b": smooth[..., 1],
+    }
+
+
+def online_outcome(select_pairs, proxy_agreement, pool: dict, settings: dict) -> dict:
+    """What gate/online's loop would decide, computed with the two given functions from ``pool`` (:func:`online_pool`):
+    "picked/<selection>", the ``labels`` pairs each selection sends to the annotator ("uncertain" by the rounded
+    proxies, "uncertain_one" by the first of them alone, "disagreement" by the smooth ones), and
+    "agreement/<selection>", the rounded proxies' mean's agreement with the gold on those pairs; "agreement/all", on
+    every pair."""
+    import torch
+
+    a, b, labels = pool["proxy_a"], pool["proxy_b"], settings["labels"]
+    picks = {
+        "random": select_pairs(a, b, labels, "random"),
+        "uncertain": select_pairs(a, b, labels, "uncertain"),
+        "uncertain_one": select_pairs(a[:1], b[:1], labels, "uncertain"),
+        "disagreement": select_pairs(pool["smooth_a"], pool["smooth_b"], labels, "disagreement"),
+    }
+    proxy_a, proxy_b = a.mean(dim=0), b.mean(dim=0)
+    outcome = {f"picked/{name}": picked for name, picked in picks.items()}
+    for name, picked in [*picks.items(), ("all", torch.arange(len(proxy_a)))]:
+        index = torch.as_tensor(picked).long()
+        parts = (proxy_a[index], proxy_b[index], pool["gold_a"][index], pool["gold_b"][index])
+        outcome[f"agreement/{name}"] = proxy_agreement(*parts)
+    return outcome
 
 
 if __name__ == "__main__":

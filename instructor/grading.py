@@ -6,7 +6,7 @@
 
 Each submission is a folder holding a student's ``ppo.py`` and ``grpo.py`` (and ``token_level.py`` for
 tasks 7-9, ``lecture.py`` for task 10, ``dpo.py`` for task 12, ``reward_model.py`` for task 13, ``after_grpo.py`` for
-task 14, ``best_of_n.py`` for task 15): a copy of their ``rlhf_practice/rl/``, or a repository uploaded whole (its ``rlhf_practice/rl/`` is
+task 14, ``best_of_n.py`` for task 15, ``online.py`` for task 16): a copy of their ``rlhf_practice/rl/``, or a repository uploaded whole (its ``rlhf_practice/rl/`` is
 found: the folder that holds the most student files; the progress line names it).
 For each one, a child process runs in a fresh temporary tree that holds the package and the submission's
 files and nothing else (no answer key, no tests), under limits on time, memory and output, in a sandbox
@@ -30,7 +30,7 @@ notes (answers fitted to the published cases). In both sets, cases whose right a
 an error, count only when the function gets a non-zero answer right too.
 A submission that crashes, hangs, exits early or does not parse loses the cases it breaks and nothing
 else: when its child fails as a whole, each function is rerun on its own. A submission whose ppo.py,
-grpo.py, token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py or best_of_n.py is there but is not a
+grpo.py, token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py, best_of_n.py or online.py is there but is not a
 regular file (a symbolic link, say to the answer key, a folder, a named pipe, a device) scores 0, with a note naming the file and what it
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).

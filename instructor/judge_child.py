@@ -5,11 +5,12 @@
 Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.children.run_child`) from its
 copy in TREE: a fresh package copy with no student file in its ``rl/``, the training scripts and the tiny
 assets. JOBS lists the saved policies (weights only: safetensors, or the lecture's tensor-only state
-dict; gate/best_of_n: its curves, tensors only); SCORES gets {gate name: the measured number, or the error's
+dict; gate/best_of_n: its curves, gate/online: its picks and agreements, tensors only); SCORES gets {gate name: the measured number, or the error's
 text}: the mean sentiment reward of the tiny preset's replies to fixed prompts sampled with a fixed seed
 (gate/after_grpo: the mean sort reward of the sort task's tiny model; the lecture: the held-out exact-sort
 accuracy; a reward model: its accuracy on the judge's own preference pairs; gate/best_of_n: the share of the
-curves' numbers that agree with the judge's own). It imports nothing of ``instructor`` (not there in the
+curves' numbers that agree with the judge's own; gate/online: the share of its picks and agreements equal to the
+judge's). It imports nothing of ``instructor`` (not there in the
 child's tree) and ``rlhf_practice`` only from TREE; gate/best_of_n's pool and curves come from the copy of
 ``gate_child.py`` in TREE (the grader's program, no student file).
 """
@@ -27,7 +28,8 @@ def main(argv: list[str]) -> None:
     scores = {}
     for job in jobs:
         try:
-            judge = {"lecture": _lecture, "rm": _reward_model, "best_of_n": _best_of_n}.get(job["kind"], _task_reward)
+            judges = {"lecture": _lecture, "rm": _reward_model, "best_of_n": _best_of_n, "online": _online}
+            judge = judges.get(job["kind"], _task_reward)
             scores[job["name"]] = judge(job)
         except BaseException as err:
             scores[job["name"]] = f"{type(err).__name__}: {err}"[:200]
@@ -141,6 +143,52 @@ def _best_of_n(job: dict) -> float:
             allowed = job["tolerance"] * (want.abs().clamp(min=1) if name == "kl" else 1)
             matched += int(((have.double() - want.double()).abs() <= allowed).sum())
     return matched / total
+
+
+def _online(job: dict) -> float:
+    """The share of gate/online's numbers (the submission's picks and agreements, saved by its gate child) equal to
+    the judge's own: the same pairs drawn here (gate_child.online_pool) and the same outcome (gate_child.online_outcome)
+    computed with the key's functions, written out below. An index counts when it is the same, an agreement when it
+    is within 1e-6 (NaN where the judge's is NaN); a missing part or a wrong shape counts as that many numbers off."""
+    import torch
+    from gate_child import online_outcome, online_pool
+
+    expected = online_outcome(_select, _agreement, online_pool(**job["online"]), job["online"])
+    got = torch.load(job["path"], weights_only=True)
+    matched = total = 0
+    for name, want in expected.items():
+        total += want.numel()
+        have = got.get(name) if isinstance(got, dict) else None
+        if not isinstance(have, torch.Tensor) or have.shape != want.shape:
+            continue
+        if name.startswith("picked/"):
+            matched += int((have.long() == want).sum()) if not have.is_floating_point() else 0
+        elif have.is_floating_point():
+            both_nan = have.isnan() & want.isnan()
+            matched += int((both_nan | ((have.double() - want.double()).abs() <= 1e-6)).sum())
+    return matched / total
+
+
+def _select(scores_a, scores_b, num_labels, selection):
+    """The key's select_pairs."""
+    import torch
+
+    if selection == "random":
+        return torch.arange(num_labels)
+    if selection == "uncertain":
+        key = (scores_a.mean(dim=0) - scores_b.mean(dim=0)).abs()
+    else:
+        key = -torch.sigmoid(scores_a - scores_b).var(dim=0)
+    return torch.sort(key, stable=True).indices[:num_labels].sort().values
+
+
+def _agreement(proxy_a, proxy_b, gold_a, gold_b):
+    """The key's proxy_agreement."""
+    import torch
+
+    counted = gold_a != gold_b
+    agree = torch.sign(proxy_a - proxy_b) == torch.sign(gold_a - gold_b).to(proxy_a.dtype)
+    return (agree & counted).sum().to(proxy_a.dtype) / counted.sum().to(proxy_a.dtype)
 
 
 def _kl(n):

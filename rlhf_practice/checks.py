@@ -313,6 +313,8 @@ def compare(
             " value, exp() of a large number)."
         )
         return f"{what}: returned {_fmt(actual)}, which holds NaN/inf; expected {_fmt(expected)}.{advice}"
+    if actual.dtype != expected.dtype and not expected.is_floating_point():
+        return f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (whole numbers: indices, counts or a mask)."
     if actual.dtype != expected.dtype:
         return (
             f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (the input's dtype); "

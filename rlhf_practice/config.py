@@ -192,6 +192,30 @@ class RewardConfig(Settings):
     """Positive words a reply may hold before the praise penalty counts them."""
 
 
+@dataclass
+class OnlineConfig(Settings):
+    """Online RLHF (task 16, rlhf_practice/online_labels.py): the --reward_model refreshed with fresh labels of the current policy."""
+
+    refresh_every: int = setting(0, NOT_NEGATIVE)
+    """Refresh the reward model after every this many steps with labels of the current policy's replies (task 16); 0 = off (a static reward model)."""
+    max_refreshes: int = setting(0, NOT_NEGATIVE)
+    """Refresh at most this many times (0 = no limit): the label budget is labels_per_refresh times this."""
+    labels_per_refresh: int = setting(256, POSITIVE)
+    """Pairs of fresh replies the annotator (the task's reward, with --reward.*) orders at each refresh; each costs one label, a tie too."""
+    candidates_per_label: int = setting(4, POSITIVE)
+    """Fresh pairs sampled per label for selection uncertain or disagreement, which pick labels_per_refresh of them (random samples just as many as it labels)."""
+    selection: str = setting("random", one_of("random", "uncertain", "disagreement"))
+    """Which fresh pairs get labels: "random", "uncertain" (the proxy's score difference nearest 0) or "disagreement" (an ensemble's models disagree most)."""
+    replay: bool = True
+    """Train each refresh on every pair so far (the reward model's own training pairs included); --online.no_replay: on the new pairs only."""
+    rm_steps: int = setting(100, NOT_NEGATIVE)
+    """Adam steps of each refresh (batches of rm_batch_size pairs); 0 = audit only: label and log online/proxy_accuracy, train nothing."""
+    rm_batch_size: int = setting(32, POSITIVE)
+    """Pairs per refresh step."""
+    rm_learning_rate: float = setting(1e-3, within("(0, 1]", "train_reward_model.py's tiny preset uses 1e-3"))
+    """Learning rate of the refreshes (a new Adam each time)."""
+
+
 LEVEL = one_of("sequence", "token")
 
 
@@ -215,7 +239,7 @@ class TrainConfig(Settings):
         factory=lambda: os.environ.get("RLHF_IMPL", "student"),
         bound=Bound(rule=lambda v: v.strip() != "", text="not empty", hint='is empty; use "student" or a folder'),
     )
-    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a copy of that folder: ppo.py and grpo.py, and each later task's file (token_level.py ... best_of_n.py) for its own runs."""
+    """Whose rl/ functions run: "student" (your rlhf_practice/rl/) or a copy of that folder: ppo.py and grpo.py, and each later task's file (token_level.py ... online.py) for its own runs."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -322,11 +346,33 @@ class TrainConfig(Settings):
 ENSEMBLE_MODES = ("mean", "min", "uwo")  # ensemble_reward's modes (rl/best_of_n.py, task 15)
 
 
-def learned_reward_functions(reward_model: str) -> list[str]:
+def learned_reward_functions(reward_model: str, online: bool = False) -> list[str]:
     """The graded functions a --reward_model of ``reward_model`` calls: get_reward to score the replies (task 13)
-    and, for several folders joined by commas, ensemble_reward to combine their scores (task 15)."""
+    and, for several folders joined by commas, ensemble_reward to combine their scores (task 15); refreshed online
+    (task 16), reward_loss to train it, select_pairs and proxy_agreement."""
     folders = [name for name in reward_model.split(",") if name.strip()]
-    return ["get_reward"] * bool(folders) + ["ensemble_reward"] * (len(folders) > 1)
+    refreshed = ["reward_loss", "select_pairs", "proxy_agreement"] if online and folders else []
+    return ["get_reward"] * bool(folders) + ["ensemble_reward"] * (len(folders) > 1) + refreshed
+
+
+def online_relations(config: PPOBase | GRPOConfig) -> list[Relation]:
+    """What --online.* needs of the rest: a --reward_model to refresh, and an ensemble to disagree."""
+    folders = [name for name in config.reward_model.split(",") if name.strip()]
+    on = config.online.refresh_every > 0
+    return [
+        (
+            not on or bool(folders),
+            "online.refresh_every",
+            config.online.refresh_every,
+            "refreshes a learned reward model; give --reward_model (the folder train_reward_model.py wrote), or 0",
+        ),
+        (
+            not on or config.online.selection != "disagreement" or len(folders) > 1,
+            "online.selection",
+            config.online.selection,
+            "needs an ensemble to disagree (--reward_model a,b,c); use random or uncertain with one model",
+        ),
+    ]
 
 
 # train_ppo.py's and train_grpo.py's --reward_model (not train_dpo.py's: DPO needs no reward); the folder
@@ -359,14 +405,18 @@ class PPOBase(TrainConfig):
     """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
     """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
+    online: OnlineConfig = field(default_factory=OnlineConfig)
+    """Online RLHF (task 16): refresh the --reward_model with fresh labels of the current policy (off by default)."""
 
     def reward_functions(self) -> list[str]:
-        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several."""
-        return learned_reward_functions(self.reward_model)
+        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several;
+        --online.refresh_every adds reward_loss (task 13) and task 16's two."""
+        return learned_reward_functions(self.reward_model, self.online.refresh_every > 0)
 
     def relations(self) -> list[Relation]:
         return [
             *super().relations(),
+            *online_relations(self),
             (
                 self.train_batch_size % self.ppo_num_minibatches == 0,
                 "train_batch_size",
@@ -427,13 +477,19 @@ class GRPOConfig(TrainConfig):
     """With several --reward_model folders: how ensemble_reward combines their normalised scores (task 15): "mean", "min" (worst case) or "uwo" (mean - reward_uncertainty_coef * variance)."""
     reward_uncertainty_coef: float = setting(0.5, NOT_NEGATIVE)
     """lambda of --reward_ensemble uwo: the variance of the models' scores it subtracts, per unit."""
+    online: OnlineConfig = field(default_factory=OnlineConfig)
+    """Online RLHF (task 16): refresh the --reward_model with fresh labels of the current policy (off by default)."""
 
     def reward_functions(self) -> list[str]:
-        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several."""
-        return learned_reward_functions(self.reward_model)
+        """What --reward_model adds: get_reward (task 13) for each model, ensemble_reward (task 15) for several;
+        --online.refresh_every adds reward_loss (task 13) and task 16's two."""
+        return learned_reward_functions(self.reward_model, self.online.refresh_every > 0)
 
     def functions_called(self) -> list[str]:
         return ["compute_group_advantages", "grpo_loss", *self.reward_functions()]
+
+    def relations(self) -> list[Relation]:
+        return [*super().relations(), *online_relations(self)]
 
     def replies_per_step(self) -> int:
         return self.train_batch_size * self.grpo_group_size

@@ -259,19 +259,23 @@ class RewardEnsemble:
     def score(self, generation: Generation, impl: ModuleType) -> torch.Tensor:
         """(N,) float32: each member's normalised score (:meth:`LearnedReward.score`), combined by
         ``impl.best_of_n.ensemble_reward`` when there are several."""
-        scores = [m.score(generation, impl.reward_model) for m in self.members]
+        return self.combine(torch.stack([m.score(generation, impl.reward_model) for m in self.members]), impl)
+
+    def combine(self, scores: torch.Tensor, impl: ModuleType) -> torch.Tensor:
+        """(N,) float32: the reward of N replies from the members' normalised scores (k, N): the one model's row, or
+        for several ``impl.best_of_n.ensemble_reward`` of them."""
         if len(scores) == 1:
             return scores[0]
         with torch.no_grad():
             try:
-                combined = impl.best_of_n.ensemble_reward(torch.stack(scores), self.mode, self.uncertainty_coef)
+                combined = impl.best_of_n.ensemble_reward(scores, self.mode, self.uncertainty_coef)
             except NotImplementedError:
                 raise
             except Exception as err:
                 raise raised("ensemble_reward", err, "combining the models' scores") from err
-        if combined.shape != (len(generation),):
+        if combined.shape != (scores.shape[1],):
             raise TrainingError(
-                f"ensemble_reward returned a tensor of shape {tuple(combined.shape)}, not ({len(generation)},): "
+                f"ensemble_reward returned a tensor of shape {tuple(combined.shape)}, not ({scores.shape[1]},): "
                 "one reward per reply, combined over the models (TASKS.md §15.5)."
             )
         return combined.detach().float()

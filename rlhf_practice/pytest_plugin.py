@@ -19,7 +19,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--impl",
         default=os.environ.get("RLHF_IMPL", "student"),
-        help='implementation to grade: "student" (your rlhf_practice/rl/; the default, or env RLHF_IMPL) or a folder with ppo.py and grpo.py (and token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py, best_of_n.py)',
+        help='implementation to grade: "student" (your rlhf_practice/rl/; the default, or env RLHF_IMPL) or a folder with ppo.py and grpo.py (and token_level.py, lecture.py, dpo.py, reward_model.py, after_grpo.py, best_of_n.py, online.py)',
     )
 
 

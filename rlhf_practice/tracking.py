@@ -333,7 +333,21 @@ class RunLogger:
         if name not in self._csv:
             self._csv[name] = csv.DictWriter(self._files[name], fieldnames=["step", *row])
             self._csv[name].writeheader()
+        elif not row.keys() <= set(self._csv[name].fieldnames):  # a tag first logged after step 1 (task 16's online/)
+            self._widen(name, [k for k in row if k not in self._csv[name].fieldnames])
         self._csv[name].writerow({"step": step, **{k: f"{v:.6g}" for k, v in row.items()}})
+
+    def _widen(self, name: str, tags: list[str]) -> None:
+        """Rewrite ``name`` with ``tags`` added to its header (the earlier rows' cells for them stay empty)."""
+        f = self._files[name]
+        f.flush()
+        with open(f.name, newline="") as old:
+            rows = list(csv.DictReader(old))
+        f.seek(0)
+        f.truncate()
+        self._csv[name] = csv.DictWriter(f, fieldnames=[*self._csv[name].fieldnames, *tags])
+        self._csv[name].writeheader()
+        self._csv[name].writerows(rows)
 
     def _log_samples(self, step: int, prompts: list[str], replies: list[str], rewards: list[float]) -> None:
         rows = ["| prompt | reply | reward |", "|---|---|---|"]

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -236,6 +236,9 @@ class TrainingRun:
     sampler: Sampler
     accelerator: Accelerator  # the processes of the run: one, or N under torchrun / accelerate launch
     learned_reward: RewardEnsemble | None = None  # --reward_model: the reward the update sees
+    # --online.refresh_every: the reward model's refreshes (task 16), an online_labels.OnlineLabels that the script
+    # attaches (online_labels.attach); None without it
+    online: Any = None
 
     @property
     def num_processes(self) -> int:
@@ -340,6 +343,13 @@ class TrainingRun:
                 return replies, self.learned_reward.score(generation, self.impl)
             return replies, self.task.reward(prompts, replies).to(self.device)
 
+    def refresh_reward_model(self, step: int) -> dict[str, torch.Tensor]:
+        """Online RLHF (task 16, :mod:`rlhf_practice.online_labels`, attached by the script): at the start of a step that a refresh is due, the
+        reward model refreshed with the annotator's labels of fresh pairs of the current policy, and its figures
+        (``online/``); at every step the labels spent so far (``labels/total``, ``labels/online``). Nothing
+        without ``--online.refresh_every``: the run is then exactly what it was without it."""
+        return self.online.metrics(step) if self.online is not None else {}
+
     def task_metrics(self, step: int, prompts: list[str], replies: list[str]) -> dict[str, torch.Tensor]:
         """What a task logs beyond the reward (0-dim tensors): the mean of each part of the reward
         (``reward/format``, ``reward/answer``), and ``accuracy/heldout`` at step 1, every ``eval_every``
@@ -409,6 +419,10 @@ class TrainingRun:
             extra = {"peak_memory_mb": peak_memory_mb(self.device), "decoding": self.sampler.decoding}
             if self.sampler.decoding == "static":
                 extra["decode_capture_s"] = round(self.sampler.capture_seconds, 3)
+
+            if self.online is not None:
+                extra["online"] = self.online.notes()
+                self.online.save_pairs()
 
             def save_to(folder: Path) -> None:
                 if outcome != "failed" and self.config.algorithm != "rm":  # train_reward_model.py saves its own model
@@ -599,6 +613,12 @@ def check_process_count(config: TrainConfig, processes: int) -> None:
         raise ConfigError(
             f"dynamic_sampling=True runs in one process, not {processes} (each would keep a different number of "
             "groups); start it with python, not torchrun or accelerate launch, or drop --dynamic_sampling."
+        )
+    online = getattr(config, "online", None)
+    if online is not None and online.refresh_every > 0 and processes > 1:
+        raise ConfigError(
+            f"online.refresh_every={online.refresh_every} runs in one process, not {processes} (the reward model "
+            "is refreshed in the main one); start it with python, not torchrun or accelerate launch."
         )
     if config.train_batch_size % processes:
         raise ConfigError(

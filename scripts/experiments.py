@@ -26,6 +26,7 @@
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
     python scripts/experiments.py best_of_n          # task 15: best-of-n against reward models, Gao's fit (seeds 0-4)
     python scripts/experiments.py overoptimization   # task 15: PPO against the same reward models (seeds 0-4)
+    python scripts/experiments.py online_rlhf        # task 16: static vs refreshed reward models, label-matched (seeds 0-4)
     python scripts/experiments.py estimators --task sort   # task 14's seven rows: GRPO, Dr. GRPO, RLOO, GSPO, CISPO, clip-higher, DAPO (add too)
     python scripts/experiments.py clip --seeds 0 1 2 3 4 --extra --num_steps 40
     python scripts/experiments.py lecture --extra --steps_per_epoch 1
@@ -136,7 +137,8 @@ from rlhf_practice.tasks import build_task  # noqa: E402
 from rlhf_practice.tracking import final_heldout, final_mean, load_run  # noqa: E402
 
 MAX_JOBS = 4  # best_of_n's and overoptimization's --jobs: the CPU's cores, at most this many (a process holds a pool)
-REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n")
+TASK15 = ("best_of_n", "overoptimization", "online_rlhf")  # 5 seeds, one thread, at most MAX_JOBS at a time
+REWARD_MODEL = ("overoptimization", "overoptimization_sentiment", "rm_vs_dpo", "best_of_n", "online_rlhf")
 
 PER_WEIGHT = "reward/mean ÷ weight"  # reward/mean divided by the run's --reward.sentiment_weight (see reward_weight)
 # column: (tag, how) -- how is "final", "gain", "max", "mean", "reach" (first step with the tag >= 0.8),
@@ -886,14 +888,14 @@ def main() -> None:
     if args.threads:
         sys.exit(per_thread_count(args.threads))
     if args.seeds is None:
-        args.seeds = [0, 1, 2, 3, 4] if args.experiment in ("best_of_n", "overoptimization") else [0, 1, 2]
+        args.seeds = [0, 1, 2, 3, 4] if args.experiment in TASK15 else [0, 1, 2]
     try:
         picked = pick_rows(args.experiment, args.rows)  # before any run: a row that is not there is one line
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     rows_given = picked if args.rows else []
-    task15 = args.experiment in ("best_of_n", "overoptimization")
+    task15 = args.experiment in TASK15
     if task15 and "OMP_NUM_THREADS" not in os.environ:
         # Task 15's figures do not depend on the machine's core count: every run, and the pool, on one thread
         # (TASKS.md §15 measured them so), unless OMP_NUM_THREADS says otherwise.

@@ -2,6 +2,7 @@
 
     python scripts/experiments.py overoptimization   # task 15: PPO against reward models, ensembles, beta 0 / > 0
     python scripts/experiments.py rm_vs_dpo          # task 13: a reward model + PPO against DPO, on the same pairs
+    python scripts/experiments.py online_rlhf        # task 16: the reward model refreshed with fresh labels
 
 overoptimization: the gold is task 15's annotator, the sentiment reward with the excess-praise term on (GOLD:
 a reader who distrusts gushing), which labels the reward models' pairs and is logged as ``reward/gold``. For
@@ -24,6 +25,15 @@ ENSEMBLE_PAIRS pairs alone (same beta). Gao, Schulman & Hilton's RL form,
 gold gain R(d) = d (alpha - beta log d) with d = sqrt(kl/ref), is fitted to each run's smoothed curve
 (alpha, beta, R^2). The curves, gold and proxy against sqrt(KL), go to --out/overoptimization.png; each
 run's figures are appended to --out/overoptimization.jsonl.
+
+online_rlhf: the same gold and reward models, PPO --beta 0 against ONLINE_ROWS: the static 1024-pair model (audited:
+its labels only measure online/proxy_accuracy), the static 2048-pair model (the label-matched control: as many labels
+as every refreshed row, all of the starting policy's replies) and refresh schedules of the 1024-pair model
+(``--online.*``, rlhf_practice/online_labels.py); its columns (ONLINE_COLUMNS) add the labels each run trained on,
+"fell a third of its rise" (without the proxy's condition: a refreshed proxy is another model), "ends above static
+peak" (the gold's end above the static 1024-pair run's peak, same seed) and the detector (online/proxy_accuracy) at
+its first refresh, its lowest and its last. The curves against the step, one colour per seed and each refresh marked,
+go to --out/online_rlhf.png.
 
 rm_vs_dpo: for each seed one reward model is trained on MANY pairs; DPO trains on exactly the pairs
 the reward model was trained on (its ``train_pairs.jsonl``, through ``--pairs_file``), and token-level
@@ -76,10 +86,40 @@ ROWS = [
         ["--beta", "0", "--reward_ensemble", "uwo", "--reward_uncertainty_coef", UWO_COEF],
     ),
 ]
+# Task 16's grid (online_rlhf): the static proxy, a static proxy of as many labels as each refreshed one (its
+# control), and refresh schedules, all --beta 0 and ONLINE_LABELS labels in all but the audited static row. The
+# static row is audited (--online.rm_steps 0: AUDIT labels every 10 steps, which train nothing and change
+# nothing of the run) to show the detector along over-optimization.
+AUDIT = ["--online.refresh_every", "10", "--online.labels_per_refresh", "128", "--online.rm_steps", "0"]
+ONLINE_LABELS = 2048
+
+
+def _schedule(every: int, labels: int, *more: str) -> list[str]:
+    times = (ONLINE_LABELS - 1024) // labels
+    return ["--beta", "0", "--online.refresh_every", str(every), "--online.max_refreshes", str(times),
+            "--online.labels_per_refresh", str(labels), *more]  # fmt: skip
+
+
+ONLINE_ROWS = [
+    ("static RM on 1024 pairs (audited)", 1024, ["--beta", "0", *AUDIT]),
+    ("static RM on 2048 pairs (label-matched control)", 2048, ["--beta", "0"]),
+    ("refresh every 20 steps, 256 labels, 4 times", 1024, _schedule(20, 256)),
+    ("refresh every 10 steps, 128 labels, 8 times", 1024, _schedule(10, 128)),
+    ("refresh every 20 steps, 256 labels, 4 times, new pairs only", 1024, _schedule(20, 256, "--online.no_replay")),
+    (
+        "refresh every 20 steps, 256 uncertain of 1024, 4 times",
+        1024,
+        _schedule(20, 256, "--online.selection", "uncertain"),
+    ),
+]
 # Task 13's grid (overoptimization_sentiment, TASKS.md §13.6): the plain sentiment reward as the gold.
 SENTIMENT_ROWS = [(f"RM on {p} pairs, PPO --beta {b}", p, ["--beta", b]) for p in (16, 1024) for b in ("0", "0.1")]
 # name -> (the gold's flags, the reward models' flags, the rows)
-GRIDS = {"overoptimization": (GOLD, RM_FLAGS, ROWS), "overoptimization_sentiment": ([], [], SENTIMENT_ROWS)}
+GRIDS = {
+    "overoptimization": (GOLD, RM_FLAGS, ROWS),
+    "overoptimization_sentiment": ([], [], SENTIMENT_ROWS),
+    "online_rlhf": (GOLD, RM_FLAGS, ONLINE_ROWS),
+}
 DROP = (
     0.1  # task 13's "over-optimized": the gold ended at least this far below its peak, the proxy above its value there
 )
@@ -114,7 +154,30 @@ COLUMNS = [
     "β",
     "R²",
 ]
-COUNTS = {"rose then fell", "ends above one model", "over-optimized"}  # counts of seeds, not medians
+ONLINE_COLUMNS = [
+    "labels trained on",
+    "gold at start",
+    "gold peak",
+    "step of peak",
+    "gold low after peak",
+    "step of low",
+    "fall ÷ rise",
+    "gold at end",
+    "proxy at end",
+    "√KL at end",
+    "fell a third of its rise",
+    "ends above static peak",
+    "detector, first",
+    "detector, lowest",
+    "detector, last",
+]
+COUNTS = {
+    "rose then fell",
+    "ends above one model",
+    "over-optimized",
+    "fell a third of its rise",
+    "ends above static peak",
+}
 RM_VS_DPO_ROWS = ("reward model + PPO --level token", "DPO on the same pairs")  # rm_vs_dpo's rows
 DPO_COLUMNS = ["held-out pair accuracy", "final gold reward", "final kl/ref", "wall s"]
 
@@ -159,12 +222,18 @@ def curves(folder: Path) -> dict[str, list[float]]:
     """proxy, gold and sqrt(kl/ref) of a run, per step, smoothed."""
     from rlhf_practice.tracking import load_run
 
-    metrics = load_run(folder).metrics
-    return {
+    run = load_run(folder)
+    metrics = run.metrics
+    found = {
         "proxy": smooth(metrics["reward/mean"]),
         "gold": smooth(metrics["reward/gold"]),
         "sqrt_kl": smooth([max(v, 0.0) ** 0.5 for v in metrics["kl/ref"]]),
     }
+    if "online/proxy_accuracy" in metrics:  # task 16: the detector at each refresh, and the labels spent
+        found["detector"] = metrics["online/proxy_accuracy"]
+        found["refresh_steps"] = [float(s) for s in run.tag_steps.get("online/proxy_accuracy", run.steps)]
+        found["labels"] = metrics["labels/total"][-1:]
+    return found
 
 
 def reward_model(
@@ -268,8 +337,17 @@ def overoptimization_figures(c: dict[str, list[float]], rm_accuracy: float) -> d
         "√KL at end": final(c["sqrt_kl"]),
         "rose then fell": float(rise > 0 and fall_to_low >= rise / 3 and c["proxy"][low] > c["proxy"][peak]),
         "over-optimized": float(fall >= DROP and proxy_end > c["proxy"][peak]),
+        "fell a third of its rise": float(rise > 0 and fall_to_low >= rise / 3),
         **fit_gao(c["sqrt_kl"], [g - start for g in c["gold"]], "rl"),
+        **detector_figures(c.get("detector", [])),
     }
+
+
+def detector_figures(detector: list[float]) -> dict[str, float]:
+    """Task 16's detector (online/proxy_accuracy at each refresh or audit): its first, lowest and last value."""
+    if not detector:
+        return {}
+    return {"detector, first": detector[0], "detector, lowest": min(detector), "detector, last": detector[-1]}
 
 
 Table = tuple[list[str], list[tuple[str, list[list[float]]]]]  # columns; (row label, each column's values over seeds)
@@ -363,6 +441,8 @@ def overoptimization(
                 continue
             record = {"row": label, "seed": seed, "impl": impl, "extra": extra, "threads": torch.get_num_threads()}
             f.write(json.dumps({**record, **this, **c}) + "\n")
+    if name == "online_rlhf":
+        online_columns(figures, wanted, drawn)
     single = {flags[1]: label for label, pairs, flags in wanted if pairs == ENSEMBLE_PAIRS}  # beta -> its row
     for label, pairs, flags in wanted:
         one_model = single.get(flags[1])
@@ -372,10 +452,66 @@ def overoptimization(
                 float(f["gold at end"] > figures[one_model][i]["gold at end"]) if above else math.nan
             )
     path = out / f"{name}.png"
-    plot(drawn, path, seeds)
+    (plot_online if name == "online_rlhf" else plot)(drawn, path, seeds)
     print(f"curves saved to {path}", file=sys.stderr)
-    columns = COLUMNS if name == "overoptimization" else SENTIMENT_COLUMNS
+    columns = {"overoptimization": COLUMNS, "online_rlhf": ONLINE_COLUMNS}.get(name, SENTIMENT_COLUMNS)
     return columns, [(label, [[f[c] for f in figures[label]] for c in columns]) for label, _, _ in wanted]
+
+
+def online_columns(
+    figures: dict[str, list[dict[str, float]]], wanted: list, drawn: dict[str, list[dict[str, list[float]]]]
+) -> None:
+    """Task 16's columns that need the row: the labels each run trained on (its reward model's pairs, and the labels
+    of its refreshes; an audit's labels train nothing), and whether its gold ended above the peak of the static
+    1024-pair proxy's run of the same seed."""
+    static = next(
+        (label for label, pairs, flags in wanted if pairs == 1024 and "--online.max_refreshes" not in flags), None
+    )
+    for label, pairs, flags in wanted:
+        audit = "--online.rm_steps" in flags and flags[flags.index("--online.rm_steps") + 1] == "0"
+        for i, (f, c) in enumerate(zip(figures[label], drawn[label])):
+            f["labels trained on"] = float(pairs) if audit or "labels" not in c else c["labels"][-1]
+            above = static is not None and static != label
+            f["ends above static peak"] = (
+                float(f["gold at end"] > figures[static][i]["gold peak"]) if above else math.nan
+            )
+            for column in ONLINE_COLUMNS:
+                f.setdefault(column, math.nan)
+
+
+def plot_online(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:
+    """Task 16: one panel per row, gold (solid) and proxy (dotted) against the step, one colour per seed, each
+    refresh (or audit) of a seed marked on its gold curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(drawn))
+    rows = math.ceil(len(drawn) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, (label, runs) in zip(axes.flat, drawn.items()):
+        for seed, c in zip(seeds, runs):
+            colour = f"C{seed % 10}"
+            steps = range(1, len(c["gold"]) + 1)
+            ax.plot(steps, c["gold"], "-", color=colour, lw=1.3, label=f"seed {seed}")
+            ax.plot(steps, c["proxy"], ":", color=colour, lw=1.0)
+            marks = [int(s) for s in c.get("refresh_steps", [])]
+            ax.plot(marks, [c["gold"][s - 1] for s in marks], "v", color=colour, ms=4)
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("step", fontsize=8)
+        ax.set_ylabel("gold (solid), proxy (dotted)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    for ax in list(axes.flat)[len(drawn) :]:
+        ax.axis("off")
+    fig.suptitle(
+        "PPO --beta 0 against a static or refreshed reward model (▼: a refresh or audit; 10-step means)", fontsize=9
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:

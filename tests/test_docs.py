@@ -209,6 +209,7 @@ def _logged_tags() -> set[str]:
         PACKAGE_DIR / "rl/grpo.py",
         ROOT / "rlhf_practice/tracking.py",
         ROOT / "rlhf_practice/training.py",  # reward/gold (--reward_model)
+        ROOT / "rlhf_practice/online_labels.py",  # labels/ and online/ (--online.refresh_every, task 16)
     ]
     return {m for path in sources for m in re.findall(r'"([a-z_]+/[a-z_0-9]+)"', path.read_text())}
 

@@ -31,7 +31,7 @@ class GradedFunction:
     """One graded function of the course."""
 
     function: str
-    module: str  # "ppo", "grpo", ..., "after_grpo" or "best_of_n" (:data:`MODULES`): the student file rlhf_practice/rl/<module>.py
+    module: str  # "ppo", "grpo", ..., "best_of_n" or "online" (:data:`MODULES`): the student file rlhf_practice/rl/<module>.py
     section: str  # the TASKS.md section that explains it
     points: float
     # A tiny valid input, enough to tell a stub from an implementation (:func:`probe_args`): its arguments,
@@ -113,11 +113,14 @@ GRADED: tuple[GradedFunction, ...] = (
     GradedFunction("best_of_n_kl", "best_of_n", "§15.2", 5.0, (2,)),
     GradedFunction("best_of_n_estimate", "best_of_n", "§15.3", 15.0, (ROW, ROW)),
     GradedFunction("ensemble_reward", "best_of_n", "§15.5", 10.0, (ROW, "mean")),
+    # Task 16, online RLHF: which fresh pairs get labels, and the detector that needs no gold; points on top as well.
+    GradedFunction("select_pairs", "online", "§16.2", 10.0, (ROW, [[-0.5, 0.5]], 1, "uncertain")),
+    GradedFunction("proxy_agreement", "online", "§16.3", 10.0, (TWO, TWO[::-1], TWO, TWO[::-1])),
 )
 MODULES: tuple[str, ...] = tuple(dict.fromkeys(g.module for g in GRADED))
 REQUIRED_MODULES = ("ppo", "grpo")  # a folder --impl must hold these; token_level.py (tasks 7-9), lecture.py
-# (task 10), dpo.py (task 12), reward_model.py (task 13), after_grpo.py (task 14) and best_of_n.py (task 15) only for
-# their own runs and tests
+# (task 10), dpo.py (task 12), reward_model.py (task 13), after_grpo.py (task 14), best_of_n.py (task 15) and online.py
+# (task 16) only for their own runs and tests
 
 
 def raised(function: str, err: Exception, when: str) -> ImplementationError:
@@ -171,7 +174,7 @@ def probe_args(g: GradedFunction) -> tuple:
 
 class Impl:
     """The modules of one implementation (``impl.ppo``, ``impl.grpo``, ``impl.token_level``,
-    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo``, ``impl.best_of_n``), and
+    ``impl.lecture``, ``impl.dpo``, ``impl.reward_model``, ``impl.after_grpo``, ``impl.best_of_n``, ``impl.online``), and
     where they came from.
 
     Each module is imported on first use, so that a submission whose grpo.py does not even parse
@@ -219,6 +222,10 @@ class Impl:
     @property
     def best_of_n(self) -> ModuleType:
         return self.module("best_of_n")
+
+    @property
+    def online(self) -> ModuleType:
+        return self.module("online")
 
     def check_implemented(self, module: str, functions: Sequence[str] | None = None) -> None:
         """Call each graded function of ``module`` (only those named in ``functions``, when given) on a

@@ -121,7 +121,7 @@ def _grade() -> Grade:
 def test_the_page_shows_points_passes_fixes_and_gates_and_not_the_instructor_s_flags(tmp_path) -> None:
     grade = _grade()
     text = page(grade)
-    assert "**Total: 45 of 330 points.**" in text  # 25 + 25 * 4/10 + gate/ppo 10; 310 + two gates
+    assert "**Total: 45 of 350 points.**" in text  # 25 + 25 * 4/10 + gate/ppo 10; 330 + two gates
     assert "| compute_advantages | §1.2 | 25 / 25 | 10/10 | 8/8 | — |" in text
     assert "its values differ \\| oops" in text  # a | in a message does not break the table
     assert "| gate/ppo | pass | 0.61 | 0.3 | 10 / 10 | — |" in text and "gate/grpo: x" in text
@@ -130,7 +130,7 @@ def test_the_page_shows_points_passes_fixes_and_gates_and_not_the_instructor_s_f
     written = write_pages(tmp_path / "feedback", [grade, grade, bob])
     assert [p.name for p in written] == ["alice.md", "alice-2.md", "bob.md"]
     html = (tmp_path / "feedback" / "alice.html").read_text()
-    assert "<td>compute_advantages</td>" in html and "<strong>Total: 45 of 330 points.</strong>" in html
+    assert "<td>compute_advantages</td>" in html and "<strong>Total: 45 of 350 points.</strong>" in html
     assert "its values differ | oops" in html and "<script" not in html_page("<script>alert(1)</script>")
 
 

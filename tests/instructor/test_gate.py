@@ -47,7 +47,7 @@ def test_every_gate_is_declared_once_with_graded_functions_and_a_command_that_ex
         if gate.command[0] == "-m":
             assert (ROOT / Path(*gate.command[1].split("."))).with_suffix(".py").is_file()
         elif gate.command[0] == GATE:  # the gate child's own measurement: gate/best_of_n trains nothing
-            assert gate.judged == gate.name == "best_of_n" and gate.kept == "curves.pt"
+            assert gate.judged == gate.name and gate.name in ("best_of_n", "online") and gate.kept == "curves.pt"
         else:
             assert gate.command[0] in SCRIPTS and (ROOT / gate.command[0]).is_file()
     assert {m for g in GATES for m in g.modules} == set(MODULES), "every student file has a gate"
@@ -243,3 +243,53 @@ def test_the_best_of_n_judge_measures_the_share_of_the_curves_that_agree(tmp_pat
     assert judge_child._best_of_n(job) < 0.5
     torch.save([1.0], path)
     assert judge_child._best_of_n(job) == 0.0
+
+
+@pytest.mark.timeout(120)
+def test_the_online_judge_counts_the_picks_and_agreements_that_equal_its_own(tmp_path: Path, monkeypatch) -> None:
+    """gate/online's judge draws its gate child's pairs again and compares the saved picks and agreements with its
+    own: the key's are all equal, 'uncertain' picking the most certain pairs is not, a part left out counts as that
+    many numbers off, float indices count as wrong ones, and a NaN agreement equals the judge's NaN."""
+    import sys
+
+    import torch
+
+    from instructor import gate_child, judge_child
+    from instructor.gate import _online_settings
+    from rlhf_practice.course import load_impl
+
+    gate = next(g for g in GATES if g.name == "online")
+    settings = _online_settings(gate, GATE_SEED)
+    pool = functools.cache(gate_child.best_of_n_pool)  # drawn once here, for the judge too
+    monkeypatch.setattr(gate_child, "best_of_n_pool", pool)
+    monkeypatch.setitem(sys.modules, "gate_child", gate_child)  # as the judge imports it from its tree
+    path = tmp_path / "curves.pt"
+    job = {"name": gate.name, "kind": "online", "path": str(path), "online": settings}
+    key = load_impl("answer").online
+    pairs = gate_child.online_pool(**settings)
+    outcome = gate_child.online_outcome(key.select_pairs, key.proxy_agreement, pairs, settings)
+    names = {*(f"picked/{s}" for s in ("random", "uncertain", "uncertain_one", "disagreement")), "agreement/all"}
+    assert set(outcome) == names | {name.replace("picked", "agreement") for name in names if "picked" in name}
+    total = sum(v.numel() for v in outcome.values())
+    torch.save(outcome, path)
+    assert judge_child._online(job) == 1.0
+    torch.save({k: v for k, v in outcome.items() if k != "picked/random"}, path)
+    assert judge_child._online(job) == pytest.approx(1 - settings["labels"] / total)
+    torch.save({k: v.float() if k.startswith("picked/") else v for k, v in outcome.items()}, path)
+    assert judge_child._online(job) == pytest.approx(1 - 4 * settings["labels"] / total)
+    certain = _variant("select_most_certain").fn
+    torch.save(gate_child.online_outcome(certain, key.proxy_agreement, pairs, settings), path)
+    assert judge_child._online(job) < 0.9
+    torch.save([1.0], path)
+    assert judge_child._online(job) == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_detector_that_counts_ties_fails_gate_online_and_a_right_variant_passes() -> None:
+    isolate, gate = isolation_available(), next(g for g in GATES if g.name == "online")
+    wrong = run_gates(variant_files(_variant("agreement_ties_in_denominator")), (gate,), LIMITS, isolate)["online"]
+    assert not wrong.passed and wrong.reward < 1.0 and "agree with the judge's (bar 100%)" in wrong.note, wrong
+    assert wrong.steps == gate.steps
+    right = run_gates(variant_files(_variant("select_std_in_float64")), (gate,), LIMITS, isolate)["online"]
+    assert right.passed and right.reward == 1.0 and not right.note, right

@@ -398,9 +398,33 @@ time.sleep(0.5)  # until that first thread has exited: the process is a zombie w
 """
 
 
+def interpreter_refused(user: pwd.struct_passwd) -> str | None:
+    """Why ``user`` cannot run this interpreter (a venv whose python lies under a folder only root may enter, as
+    pyenv's or conda's under /root in many Docker images), or None when it can."""
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "pass"],
+            user=user.pw_uid,
+            group=user.pw_gid,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except OSError as err:
+        return f"{err.strerror}: {sys.executable}"
+    return (
+        None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["exit " + str(probe.returncode)])[-1]
+    )
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the children run as another user")
 def test_a_child_as_another_user_cannot_write_where_the_grader_does_or_outlive_its_stage(tmp_path: Path) -> None:
     nobody = pwd.getpwnam("nobody")
+    if why := interpreter_refused(nobody):
+        pytest.skip(
+            f"the children's user (nobody) cannot run this interpreter ({why}); make the virtual environment from a "
+            "Python that user can reach (e.g. /usr/bin/python3 -m venv .venv) to run this test"
+        )
     with tempfile.TemporaryDirectory(prefix="rlhf-test-") as work:  # in /tmp, as the grader's: the user can enter
         os.chmod(work, 0o755)
         tree = Path(work) / "tree"

@@ -295,7 +295,7 @@ def test_one_assignment_of_repository_shaped_submissions(tmp_path: Path, capsys)
     assert rows["bob"]["total"] == "0.0" and "no student file anywhere" in rows["bob"]["notes"]
     assert "grpo.py" not in rows["alice"]["notes"]  # not part of this assignment: not missing either
     assert sorted(p.name for p in (tmp_path / "feedback").glob("*.md")) == ["alice.md", "bob.md"]
-    with pytest.raises(ValueError, match="--tasks 16: the graded tasks are 1, 2, 3, 7"):
-        assignment("16", None)
+    with pytest.raises(ValueError, match="--tasks 17: the graded tasks are 1, 2, 3, 7"):
+        assignment("17", None)
     with pytest.raises(ValueError, match="--files ppo sort: the student files are ppo, grpo"):
         assignment(None, ["ppo", "sort"])

@@ -1,0 +1,624 @@
+"""The grading book of rlhf_practice/rl/online.py (task 16): select_pairs (TASKS.md §16.2) and proxy_agreement (§16.3).
+
+For each graded function, in the order of the course table (rlhf_practice.course.GRADED): the builder of its cases
+(registered with :func:`instructor.cases.cases_of`) and its catalogued mistakes and right variants
+(:func:`instructor.mistakes.wrong` and :func:`~instructor.mistakes.right`).
+
+The published cases use hard-coded numbers or their own generators (:func:`_own`), never the shared ``g``. The
+grader's hidden cases (``fresh=True``) draw from ``g``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from instructor.cases import DTYPES, F64, _adder, _name, _perm, _show, _uniform, cases_of
+from instructor.mistakes import right, wrong
+
+F32 = torch.float32
+
+
+def _own(seed: int) -> torch.Generator:
+    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
+    return torch.Generator().manual_seed(seed)
+
+
+# ================ select_pairs (TASKS.md §16.2) =====================================================================
+
+# --- its cases
+
+# TASKS.md §16.2: k = 2 reward models, C = 6 candidate pairs, M = 2 labels.
+BOOK_A = [[1.2, 0.3, -0.4, 2.0, 0.1, 0.9], [1.0, -0.3, -0.6, 1.6, 0.5, 1.1]]
+BOOK_B = [[0.2, 0.1, -0.5, -1.0, 0.6, 0.8], [0.4, 0.5, -0.3, -1.4, 0.0, 1.2]]
+SELECTIONS = ("random", "uncertain", "disagreement")
+
+
+def _select_args(a, b, m, selection) -> list:
+    return [("scores_a", a), ("scores_b", b), ("num_labels", m), ("selection", selection)]
+
+
+def _fresh_book(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh variant of the §16.2 example: 2 models x 6 pairs, distinct keys in every selection."""
+    while True:
+        a, b = _uniform(g, -2, 2, 2, 6), _uniform(g, -2, 2, 2, 6)
+        unsure = (a.mean(0) - b.mean(0)).abs()
+        spread = torch.sigmoid(a - b).var(0)
+        if unsure.unique().numel() == 6 and spread.unique().numel() == 6:
+            return a.to(F32), b.to(F32)
+
+
+@cases_of("select_pairs")
+def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "select_pairs", fresh)
+    a, b = torch.tensor(BOOK_A), torch.tensor(BOOK_B)
+    example = "the §16.2 example (2 models x 6 pairs)"
+    if fresh:
+        a, b = _fresh_book(g)
+        example = f"a fresh variant of the §16.2 example (scores_a = {_show(a)}, scores_b = {_show(b)})"
+    for selection in SELECTIONS:
+        add(
+            f"book_example_{selection}",
+            f"select_pairs on {example}, num_labels=2, selection={selection!r}",
+            _select_args(a, b, 2, selection),
+            book="§16.2",
+        )
+    rng = g if fresh else _own(1602)
+    # The picked indices come back in increasing order, although the best key sits at a high index.
+    a = torch.tensor([[0.9, -1.0, 0.4, 0.0, 2.0]], dtype=F64)
+    b = torch.tensor([[0.0, 1.5, 0.3, 0.05, -1.0]], dtype=F64)
+    if fresh:
+        a, b = a[:, _perm(g, 5)], b[:, _perm(g, 5)]
+    add(
+        "uncertain_increasing_order",
+        f"select_pairs(scores_a={_show(a)}, scores_b={_show(b)}, num_labels=3, selection='uncertain') (one model; "
+        "the indices in increasing order)",
+        _select_args(a, b, 3, "uncertain"),
+    )
+    # Two pairs whose differences are equal in size and opposite in sign: |a - b| ties; the lower index first.
+    diff = 0.25 if not fresh else _uniform(g, 0.1, 0.9, 1).item()
+    a = torch.tensor([[0.0, diff, 1.0, -diff, 0.0, 3.0]], dtype=F64)
+    b = torch.tensor([[1.5, 0.0, -1.0, 0.0, 2.5, 0.0]], dtype=F64)
+    add(
+        "uncertain_ties_lower_index_first",
+        f"select_pairs(scores_a={_show(a)}, scores_b={_show(b)}, num_labels=1, selection='uncertain') (pairs 1 and 3 "
+        "tie at |a - b| = " + f"{diff:g}: the lower index is picked)",
+        _select_args(a, b, 1, "uncertain"),
+    )
+    # Two models that disagree in sign on pair 0: their mean difference is 0 (unsure) although each model is sure.
+    a = torch.tensor([[2.0, 0.3, 1.0, -0.2], [-2.0, 0.3, 1.0, -0.2]], dtype=F64)
+    b = torch.tensor([[0.0, 0.0, 0.4, 0.5], [0.0, 0.0, 0.4, 0.5]], dtype=F64)
+    if fresh:
+        a[0, 0], a[1, 0] = 2.0 + diff, -2.0 - diff
+    add(
+        "uncertain_mean_of_the_models",
+        f"select_pairs(scores_a={_show(a)}, scores_b={_show(b)}, num_labels=1, selection='uncertain') (pair 0: the "
+        "models' mean difference is 0, each model's difference is large)",
+        _select_args(a, b, 1, "uncertain"),
+    )
+    # Disagreement of the probabilities, not of the differences: pair 1's differences (5, 12) vary more than pair
+    # 0's (0, 6), but both of its probabilities are nearly 1.
+    a = torch.tensor([[0.0, 5.0, 0.5], [6.0, 12.0, -0.5]], dtype=F64)
+    b = torch.zeros(2, 3, dtype=F64)
+    if fresh:
+        shift = _uniform(g, -0.3, 0.3, 1).item()
+        a = a + shift
+    add(
+        "disagreement_of_probabilities",
+        f"select_pairs(scores_a={_show(a)}, scores_b={_show(b)}, num_labels=1, selection='disagreement') (the "
+        "variance of sigmoid(a - b) over the models, not of a - b)",
+        _select_args(a, b, 1, "disagreement"),
+    )
+    a = torch.tensor([[0.0, 1.0, -1.0, 0.5], [0.0, -1.0, 1.0, 0.5], [0.0, 1.0, -1.0, 0.5]], dtype=F64)
+    b = torch.zeros(3, 4, dtype=F64)
+    add(
+        "disagreement_ties_lower_index_first",
+        f"select_pairs(scores_a={_show(a)}, scores_b=zeros, num_labels=1, selection='disagreement') (pairs 1 and 2 "
+        "tie: the lower index is picked)",
+        _select_args(a, b, 1, "disagreement"),
+    )
+    scores = _uniform(rng, -2, 2, 1, 5)
+    add(
+        "disagreement_one_model_raises",
+        "select_pairs with one model, selection='disagreement' (one model cannot disagree: raise ValueError)",
+        _select_args(scores, scores.flip(1), 2, "disagreement"),
+        raises="ValueError",
+    )
+    a, b = _uniform(rng, -2, 2, 2, 8), _uniform(rng, -2, 2, 2, 8)
+    add(
+        "random_first_pairs",
+        "select_pairs on 2 models x 8 pairs, num_labels=3, selection='random' (the first 3 pairs)",
+        _select_args(a, b, 3, "random"),
+    )
+    for selection in SELECTIONS:
+        add(
+            f"all_pairs_{selection}",
+            f"select_pairs on 2 models x 8 pairs, num_labels=8 (every pair), selection={selection!r}",
+            _select_args(a, b, 8, selection),
+        )
+    for m in (0, 9):
+        add(
+            f"num_labels_{m}_raises",
+            f"select_pairs on 8 pairs with num_labels={m} (outside 1 to 8: raise ValueError)",
+            _select_args(a, b, m, "random"),
+            raises="ValueError",
+        )
+    unknown = (
+        ("largest", "Uncertain")
+        if not fresh
+        else (("entropy", "RANDOM"), ("margin", "Disagreement"))[int(torch.randint(0, 2, (), generator=g))]
+    )
+    for selection in unknown:
+        add(
+            f"unknown_selection_{selection.lower()}_raises",
+            f"select_pairs with selection={selection!r} (not random, uncertain or disagreement: raise ValueError)",
+            _select_args(a, b, 2, selection),
+            raises="ValueError",
+        )
+    add("inputs_unmodified", "select_pairs", _select_args(a.clone(), b.clone(), 3, "disagreement"), unmodified=True)
+    for dtype in DTYPES:
+        for k, c, m in ((1, 10, 4), (3, 16, 5), (4, 64, 20)):
+            a, b = torch.randn(k, c, generator=rng, dtype=F64), torch.randn(k, c, generator=rng, dtype=F64)
+            for selection in SELECTIONS[1:] if k > 1 else ("uncertain",):
+                add(
+                    f"random_{_name(dtype)}_k{k}_C{c}_M{m}_{selection}",
+                    f"select_pairs on random {dtype} scores, k={k}, C={c}, num_labels={m}, selection={selection!r}",
+                    _select_args(a.to(dtype), b.to(dtype), m, selection),
+                )
+    return cases
+
+
+# --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
+
+
+@right("select_pairs")
+def select_written_out(scores_a, scores_b, num_labels, selection):
+    k, c = scores_a.shape
+    if num_labels < 1 or num_labels > c:
+        raise ValueError("num_labels out of range")
+    if selection == "random":
+        return torch.arange(num_labels)
+    if selection == "uncertain":
+        key = [abs(float(scores_a[:, i].sum() / k - scores_b[:, i].sum() / k)) for i in range(c)]
+    elif selection == "disagreement" and k > 1:
+        p = 1 / (1 + torch.exp(scores_b - scores_a))
+        key = [-float(((p[:, i] - p[:, i].mean()) ** 2).sum()) for i in range(c)]
+    else:
+        raise ValueError(selection)
+    order = sorted(range(c), key=lambda i: (key[i], i))
+    return torch.tensor(sorted(order[:num_labels]), dtype=torch.long)
+
+
+@right("select_pairs")
+def select_std_in_float64(scores_a, scores_b, num_labels, selection):
+    if selection not in ("random", "uncertain", "disagreement") or not 0 < num_labels <= scores_a.shape[1]:
+        raise ValueError(selection)
+    if selection == "random":
+        return torch.arange(num_labels, dtype=torch.long)
+    diff = scores_a.double() - scores_b.double()
+    if selection == "uncertain":
+        key = diff.mean(0).abs()
+    elif scores_a.shape[0] < 2:
+        raise ValueError("one model")
+    else:
+        key = -torch.sigmoid(diff).std(0)
+    return torch.argsort(key, stable=True)[:num_labels].sort().values
+
+
+def _select(scores_a, scores_b, num_labels, selection, *, uncertain=None, spread=None, descending=False, order=None):
+    """The key's selection with one step replaced: ``uncertain`` / ``spread`` (a, b) -> (C,) key, smallest first;
+    ``descending``: the largest keys first; ``order`` (picked) -> the result."""
+    if not 1 <= num_labels <= scores_a.shape[1]:
+        raise ValueError("num_labels")
+    if selection == "random":
+        return torch.arange(num_labels)
+    if selection == "uncertain":
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs() if uncertain is None else uncertain(scores_a, scores_b)
+    elif selection == "disagreement":
+        if scores_a.shape[0] < 2:
+            raise ValueError("one model")
+        key = -torch.sigmoid(scores_a - scores_b).var(0) if spread is None else spread(scores_a, scores_b)
+    else:
+        raise ValueError(selection)
+    picked = torch.sort(key, stable=True, descending=descending).indices[:num_labels]
+    return picked.sort().values if order is None else order(picked)
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' picked the pairs the proxy is MOST sure about (the largest |mean a - mean b|); the proxy learns least "
+    "there: pick the smallest differences",
+)
+def select_most_certain(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, descending=selection == "uncertain")
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' without the absolute value: the smallest signed difference picks pairs where b wins by much; the "
+    "proxy is unsure where |mean a - mean b| is small",
+)
+def select_signed_difference(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: a.mean(0) - b.mean(0))
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' averaged each model's |a - b|; the proxy is the models' mean, so take |mean_k a - mean_k b| (two "
+    "models sure of opposite answers make an unsure proxy)",
+)
+def select_mean_of_absolute_differences(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a - b).abs().mean(0))
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' read the first model only (scores[0]); the proxy is the mean of the k models",
+)
+def select_first_model_only(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a[0] - b[0]).abs())
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the variance of the score differences a - b; take it of the Bradley-Terry probabilities "
+    "sigmoid(a - b) (two models that both prefer a, by 5 and by 12, do not disagree)",
+)
+def select_variance_of_differences(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, spread=lambda a, b: -(a - b).var(0))
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' picked the pairs the models AGREE on most (the smallest variance); pick the largest",
+)
+def select_least_disagreement(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, spread=lambda a, b: torch.sigmoid(a - b).var(0))
+
+
+@wrong(
+    "select_pairs",
+    "the variance over dim=1, the pairs; scores are (k, C): take it over the k models, dim=0, one value per pair",
+)
+def select_variance_over_pairs(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, spread=lambda a, b: -torch.sigmoid(a - b).var(1))
+
+
+@wrong(
+    "select_pairs",
+    "one model cannot disagree: raise ValueError",
+)
+def select_one_model_disagrees(scores_a, scores_b, num_labels, selection):
+    if selection == "disagreement" and scores_a.shape[0] < 2:
+        return torch.arange(num_labels)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "equal keys took the HIGHER index first; ties go to the lower index (a stable sort of the key)",
+)
+def select_ties_higher_index_first(scores_a, scores_b, num_labels, selection):
+    c = scores_a.shape[1]
+
+    def order(a, b, key):
+        flipped = torch.sort(key.flip(0), stable=True).indices  # reversed: ties in decreasing index
+        return c - 1 - flipped
+
+    if selection in ("uncertain", "disagreement") and 1 <= num_labels <= c:
+        if selection == "disagreement" and scores_a.shape[0] < 2:
+            raise ValueError("one model")
+        key = (
+            (scores_a.mean(0) - scores_b.mean(0)).abs()
+            if selection == "uncertain"
+            else -torch.sigmoid(scores_a - scores_b).var(0)
+        )
+        return order(scores_a, scores_b, key)[:num_labels].sort().values
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "the indices in the order of their keys; return them in increasing order (sort the picked indices)",
+)
+def select_in_key_order(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, order=lambda picked: picked)
+
+
+@wrong(
+    "select_pairs",
+    "'random' drew a random permutation; the candidates are already a random sample, so take the first M (random "
+    "numbers here only make the run unrepeatable)",
+)
+def select_random_permutation(scores_a, scores_b, num_labels, selection):
+    if selection == "random" and 1 <= num_labels <= scores_a.shape[1]:
+        generator = torch.Generator().manual_seed(0)
+        return torch.randperm(scores_a.shape[1], generator=generator)[:num_labels]
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong("select_pairs", "'random' took the last M pairs; take the first M (indices 0 to M - 1)")
+def select_last_pairs(scores_a, scores_b, num_labels, selection):
+    if selection == "random" and 1 <= num_labels <= scores_a.shape[1]:
+        return torch.arange(scores_a.shape[1] - num_labels, scores_a.shape[1])
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "wrong output shape",
+)
+def select_mask(scores_a, scores_b, num_labels, selection):
+    picked = _select(scores_a, scores_b, num_labels, selection)
+    mask = torch.zeros(scores_a.shape[1], dtype=torch.bool)
+    mask[picked] = True
+    return mask
+
+
+@wrong("select_pairs", "returned dtype torch.float32, expected torch.int64")
+def select_float_indices(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection).to(scores_a.dtype)
+
+
+@wrong(
+    "select_pairs",
+    "outside 1 to 8: raise ValueError",
+)
+def select_no_range_check(scores_a, scores_b, num_labels, selection):
+    m = min(max(num_labels, 1), scores_a.shape[1])
+    return _select(scores_a, scores_b, m, selection)[:num_labels]
+
+
+@wrong(
+    "select_pairs",
+    "not random, uncertain or disagreement: raise ValueError",
+)
+def select_unknown_is_random(scores_a, scores_b, num_labels, selection):
+    known = selection if selection in ("uncertain", "disagreement") else "random"
+    return _select(scores_a, scores_b, num_labels, known)
+
+
+@wrong(
+    "select_pairs",
+    "changed its input `scores_a` in place",
+)
+def select_in_place(scores_a, scores_b, num_labels, selection):
+    picked = _select(scores_a, scores_b, num_labels, selection)
+    if selection in ("uncertain", "disagreement"):
+        scores_a.sub_(scores_b)
+    return picked
+
+
+# ================ proxy_agreement (TASKS.md §16.3) ==================================================================
+
+# --- its cases
+
+# TASKS.md §16.3: 8 labelled pairs. Pairs 2 and 6 are ties of the annotator (they do not count); on pair 4 the
+# proxy ties (it agrees with nobody). Of the 6 counted pairs the proxy orders 3 as the annotator (0, 1, 7): 1/2.
+BOOK_PROXY_A = [1.3, -0.2, 0.7, 0.4, 0.5, 2.1, -1.0, 0.9]
+BOOK_PROXY_B = [0.8, 0.6, 0.1, 1.1, 0.5, -0.3, 0.2, 1.4]
+BOOK_GOLD_A = [1.0, -1.0, 0.0, 1.0, 1.0, -1.0, 0.0, 0.333]
+BOOK_GOLD_B = [0.0, 1.0, 0.0, 0.333, -1.0, 1.0, 0.0, 1.0]
+
+
+def _agreement_args(pa, pb, ga, gb) -> list:
+    return [("proxy_a", pa), ("proxy_b", pb), ("gold_a", ga), ("gold_b", gb)]
+
+
+def _gold_values(g: torch.Generator, n: int, dtype=F64) -> torch.Tensor:
+    """``n`` gold scores among the rule reward's few values, so that ties happen as they do in training."""
+    values = torch.tensor([-1.0, 0.0, 1 / 3, 1.0], dtype=F64)
+    return values[torch.randint(0, 4, (n,), generator=g)].to(dtype)
+
+
+@cases_of("proxy_agreement")
+def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
+    cases: list[dict] = []
+    add = _adder(key, cases, "proxy_agreement", fresh)
+    pa, pb, ga, gb = (torch.tensor(v) for v in (BOOK_PROXY_A, BOOK_PROXY_B, BOOK_GOLD_A, BOOK_GOLD_B))
+    example = "the §16.3 example (8 pairs: 2 gold ties, 1 proxy tie)"
+    if fresh:
+        order = _perm(g, 8)
+        pa, pb, ga, gb = (v[order] for v in (pa, pb, ga, gb))
+        pa = pa + _uniform(g, -0.05, 0.05, 8, dtype=F32) * (pa != pb)
+        example = f"a fresh variant of the §16.3 example (proxy_a = {_show(pa)}, gold_a = {_show(ga)})"
+    add("book_example", f"proxy_agreement on {example}", _agreement_args(pa, pb, ga, gb), book="§16.3")
+    rng = g if fresh else _own(1603)
+    pa, pb = _uniform(rng, -2, 2, 6), _uniform(rng, -2, 2, 6)
+    sign = torch.sign(pa - pb)
+    add(
+        "all_agree",
+        "proxy_agreement where the gold orders every pair as the proxy does (1)",
+        _agreement_args(pa, pb, sign, -sign),
+    )
+    add(
+        "all_disagree",
+        "proxy_agreement where the gold orders every pair against the proxy (0)",
+        _agreement_args(pa, pb, -sign, sign),
+    )
+    gold = _uniform(rng, -1, 1, 5)
+    add(
+        "every_pair_a_gold_tie",
+        "proxy_agreement where the annotator ties every pair (nothing to measure: NaN)",
+        _agreement_args(_uniform(rng, -2, 2, 5), _uniform(rng, -2, 2, 5), gold, gold.clone()),
+    )
+    ga, gb = torch.tensor([1.0, 0.0, -1.0, 1.0]), torch.tensor([0.0, 1.0, 1.0, -1.0])
+    same = _uniform(rng, -1, 1, 4)
+    add(
+        "proxy_ties_agree_with_nobody",
+        f"proxy_agreement where the proxy ties every pair, gold_a = {_show(ga)}, gold_b = {_show(gb)} (0)",
+        _agreement_args(same, same.clone(), ga, gb),
+    )
+    add(
+        "integer_gold",
+        "proxy_agreement with int64 gold scores (the result has the proxy's dtype)",
+        _agreement_args(torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3]),
+                        torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])),
+    )  # fmt: skip
+    add(
+        "inputs_unmodified",
+        "proxy_agreement",
+        _agreement_args(_uniform(rng, -2, 2, 6), _uniform(rng, -2, 2, 6), _gold_values(rng, 6), _gold_values(rng, 6)),
+        unmodified=True,
+    )
+    for dtype in DTYPES:
+        for n in (1, 7, 64, 500):
+            pa, pb = torch.randn(n, generator=rng, dtype=F64).to(dtype), torch.randn(n, generator=rng, dtype=F64)
+            ga, gb = _gold_values(rng, n), _gold_values(rng, n)
+            if n == 1:
+                ga, gb = torch.tensor([1.0], dtype=F64), torch.tensor([0.0], dtype=F64)
+            add(
+                f"random_{_name(dtype)}_N{n}",
+                f"proxy_agreement on {n} random {dtype} pairs, gold among -1, 0, 1/3, 1 (ties happen)",
+                _agreement_args(pa, pb.to(dtype), ga.to(dtype), gb.to(dtype)),
+            )
+    return cases
+
+
+# --- its catalogued mistakes and right variants, in the order of precedence of their diagnoses
+
+
+@right("proxy_agreement")
+def agreement_written_out(proxy_a, proxy_b, gold_a, gold_b):
+    same = ((proxy_a > proxy_b) & (gold_a > gold_b)) | ((proxy_a < proxy_b) & (gold_a < gold_b))
+    return same.sum().to(proxy_a.dtype) / (gold_a != gold_b).sum().to(proxy_a.dtype)
+
+
+@right("proxy_agreement")
+def agreement_mean_over_counted(proxy_a, proxy_b, gold_a, gold_b):
+    counted = gold_a != gold_b
+    agree = torch.sign(proxy_a - proxy_b) == torch.sign(gold_a - gold_b)
+    return agree[counted].to(proxy_a.dtype).mean()
+
+
+@right("proxy_agreement")
+def agreement_sign_product(proxy_a, proxy_b, gold_a, gold_b):
+    product = torch.sign(proxy_a - proxy_b) * torch.sign((gold_a - gold_b).to(proxy_a.dtype))
+    return (product > 0).to(proxy_a.dtype).sum() / (product != 0).logical_or(gold_a != gold_b).to(proxy_a.dtype).sum()
+
+
+def _agreement(proxy_a, proxy_b, gold_a, gold_b, *, agree=None, counted=None, share=None):
+    """The key's detector with one step replaced: ``agree`` / ``counted`` (pa, pb, ga, gb) -> (N,) bool, ``share``
+    (agree, counted, dtype) -> the result."""
+    c = (gold_a != gold_b) if counted is None else counted(proxy_a, proxy_b, gold_a, gold_b)
+    if agree is None:
+        a = torch.sign(proxy_a - proxy_b) == torch.sign(gold_a - gold_b).to(proxy_a.dtype)
+    else:
+        a = agree(proxy_a, proxy_b, gold_a, gold_b)
+    if share is not None:
+        return share(a, c, proxy_a.dtype)
+    return (a & c).sum().to(proxy_a.dtype) / c.sum().to(proxy_a.dtype)
+
+
+@wrong(
+    "proxy_agreement",
+    "counted the annotator's ties as disagreements (divided by every pair); a tie says nothing about the order: "
+    "count only the pairs with gold_a != gold_b",
+)
+def agreement_ties_in_denominator(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b, counted=lambda pa, pb, ga, gb: torch.ones_like(ga, dtype=torch.bool)
+    )
+
+
+@wrong(
+    "proxy_agreement",
+    "counted the annotator's ties as agreements; a tie says nothing about the order: leave those pairs out",
+)
+def agreement_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        return ((agree & counted) | ~counted).sum().to(dtype) / torch.tensor(float(len(counted)), dtype=dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+
+@wrong(
+    "proxy_agreement",
+    "a proxy tie agreed with the annotator when b won ((proxy_a > proxy_b) == (gold_a > gold_b)); a proxy that "
+    "scores both replies alike prefers neither: compare the signs",
+)
+def agreement_proxy_tie_agrees(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa > pb) == (ga > gb))
+
+
+@wrong(
+    "proxy_agreement",
+    "a proxy tie counted as preferring a (proxy_a >= proxy_b); it prefers neither: a proxy tie agrees with nobody",
+)
+def agreement_greater_or_equal(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa >= pb) == (ga > gb))
+
+
+@wrong(
+    "proxy_agreement",
+    "returned the share of DISagreements; the detector is the share of counted pairs the proxy orders as the annotator",
+)
+def agreement_flipped(proxy_a, proxy_b, gold_a, gold_b):
+    return 1 - _agreement(proxy_a, proxy_b, gold_a, gold_b)
+
+
+@wrong(
+    "proxy_agreement",
+    "returned the number of agreeing pairs; divide by the number of counted pairs (a share in [0, 1])",
+)
+def agreement_count(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=lambda a, c, dtype: (a & c).sum().to(dtype))
+
+
+@wrong(
+    "proxy_agreement",
+    "returned the mean of sign products (agreements minus disagreements, in [-1, 1]); return the share of "
+    "agreements, in [0, 1]",
+)
+def agreement_sign_correlation(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        return (2 * (agree & counted).sum().to(dtype) - counted.sum().to(dtype)) / counted.sum().to(dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+
+@wrong(
+    "proxy_agreement",
+    "returned 0 when every pair is a tie of the annotator; nothing was measured there: return NaN (0 / 0)",
+)
+def agreement_zero_without_pairs(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        return (agree & counted).sum().to(dtype) / counted.sum().clamp(min=1).to(dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+
+@wrong(
+    "proxy_agreement",
+    "counted the pairs the PROXY does not tie; a pair counts when the annotator prefers one reply (gold_a != gold_b)",
+)
+def agreement_counted_by_proxy(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, counted=lambda pa, pb, ga, gb: pa != pb)
+
+
+@wrong(
+    "proxy_agreement",
+    "read the arguments as (proxy_a, gold_a, proxy_b, gold_b); the order is proxy_a, proxy_b, gold_a, gold_b",
+)
+def agreement_arguments_interleaved(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, gold_a.to(proxy_a.dtype), proxy_b.to(gold_a.dtype), gold_b)
+
+
+@wrong("proxy_agreement", "returned dtype torch.float32, expected torch.float64")
+def agreement_float32(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b).to(torch.float32)
+
+
+@wrong("proxy_agreement", "returned float, expected a torch.Tensor")
+def agreement_python_float(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b).item()
+
+
+@wrong(
+    "proxy_agreement",
+    "changed its input `proxy_a` in place",
+)
+def agreement_in_place(proxy_a, proxy_b, gold_a, gold_b):
+    out = _agreement(proxy_a, proxy_b, gold_a, gold_b)
+    proxy_a.sub_(proxy_b)
+    return out

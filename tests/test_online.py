@@ -1,0 +1,112 @@
+"""Online RLHF (task 16, rlhf_practice/online_labels.py), not graded: the settings and their one-line errors, and
+short runs of train_ppo.py and train_grpo.py whose reward model is refreshed (labels counted, the detector logged,
+the labelled pairs kept) or only audited (then the run is bit for bit the run without labels). The runs need
+finished rl/reward_model.py and rl/online.py (tasks 13 and 16); the graded functions of task 16 have their own
+cases and laws."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _runs import _metrics, _not_done, run_script
+
+from rlhf_practice.config import GRPOConfig, PPOConfig, TokenGRPOConfig, TokenPPOConfig, parse_config
+from rlhf_practice.course import Impl
+from rlhf_practice.errors import ConfigError
+from rlhf_practice.training import check_process_count
+
+TINY_ONLINE = ["--online.labels_per_refresh", "6", "--online.rm_steps", "2", "--online.rm_batch_size", "4"]
+
+
+@pytest.fixture(scope="session")
+def rm_run(tmp_path_factory: pytest.TempPathFactory, make_reward_model) -> Path:
+    """A folder as train_reward_model.py leaves it: reward_model/ and the pairs it was trained on beside it."""
+    folder = tmp_path_factory.mktemp("rm_run")
+    make_reward_model(folder / "reward_model")
+    pairs = [
+        {"prompt": "The film", "chosen": " was great and fun.", "rejected": " was dull.", "chosen_ended": True,
+         "rejected_ended": False},
+        {"prompt": "A movie", "chosen": " I loved.", "rejected": " bad, bad.", "chosen_ended": False,
+         "rejected_ended": True},
+    ]  # fmt: skip
+    (folder / "train_pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def online_impl(impl: Impl, working_token_impl: str) -> str:
+    why = _not_done(impl, ("reward_model", "online"))
+    if why:
+        pytest.skip(f"runs train_ppo.py with a refreshed --reward_model: finish tasks 13 and 16 first ({why})")
+    return working_token_impl
+
+
+def test_off_by_default_and_one_line_errors() -> None:
+    for cls in (PPOConfig, TokenPPOConfig, GRPOConfig, TokenGRPOConfig):
+        assert cls().online.refresh_every == 0
+    with pytest.raises(ConfigError, match=r"online.refresh_every=5 refreshes a learned reward model"):
+        parse_config(TokenPPOConfig, ["--preset", "tiny", "--level", "token", "--online.refresh_every", "5"]).validate()
+    args = [
+        "--preset",
+        "tiny",
+        "--reward_model",
+        "a",
+        "--online.refresh_every",
+        "5",
+        "--online.selection",
+        "disagreement",
+    ]
+    with pytest.raises(ConfigError, match=r"online.selection='disagreement' needs an ensemble"):
+        parse_config(GRPOConfig, args).validate()
+    config = parse_config(PPOConfig, ["--preset", "tiny", "--reward_model", "a", "--online.refresh_every", "5"])
+    with pytest.raises(ConfigError, match="runs in one process, not 2"):
+        check_process_count(config, 2)
+
+
+def test_a_refreshed_run_counts_its_labels_and_logs_the_detector(
+    tmp_path: Path, capsys, online_impl: str, rm_run: Path
+) -> None:
+    args = ["--reward_model", str(rm_run / "reward_model"), "--num_steps", "4", "--online.refresh_every", "1"]
+    args += ["--online.max_refreshes", "2", *TINY_ONLINE]
+    code, _, run = run_script("ppo", tmp_path, "--impl", online_impl, "--level", "token", *args)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    rows = _metrics(run)
+    assert [r["labels/online"] for r in rows] == ["0", "6", "12", "12"], "6 labels at the start of steps 2 and 3"
+    assert [r["labels/total"] for r in rows] == ["0", "6", "12", "12"], "the made folder records no num_pairs"
+    assert [r["online/proxy_accuracy"] != "" for r in rows] == [False, True, True, False]
+    assert [r["online/label_ties"] != "" for r in rows] == [False, True, True, False]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["online"]["refreshes"] == 2 and summary["online"]["labels_online"] == 12
+    assert err.count("refresh ") == 2 and "online: every 1 steps, at most 2 times" in err
+    pairs = (run / "online_pairs.jsonl").read_text().splitlines() if (run / "online_pairs.jsonl").exists() else []
+    ties = sum(float(r["online/label_ties"]) for r in rows[1:3])
+    assert len(pairs) == round(12 - 6 * ties), "every labelled pair that was not a tie is kept"
+
+
+def test_an_audit_trains_nothing_and_changes_nothing(tmp_path: Path, capsys, online_impl: str, rm_run: Path) -> None:
+    base = ["--impl", online_impl, "--level", "token", "--reward_model", str(rm_run / "reward_model")]
+    base += ["--num_steps", "3"]
+    audit = ["--online.refresh_every", "1", *TINY_ONLINE, "--online.rm_steps", "0"]
+    code_plain, _, plain = run_script("ppo", tmp_path, *base, name="plain")
+    code_audit, _, audited = run_script("ppo", tmp_path, *base, *audit, name="audited")
+    assert (code_plain, code_audit) == (0, 0), capsys.readouterr().err
+    for row_plain, row_audit in zip(_metrics(plain), _metrics(audited)):
+        assert {k: row_audit[k] for k in row_plain} == row_plain, "the labels' sampling draws none of the run's numbers"
+    assert _metrics(audited)[-1]["labels/online"] == "12"
+    assert "online/rm_loss" not in _metrics(audited)[-1]
+
+
+def test_replay_needs_the_models_pairs(tmp_path: Path, capsys, online_impl: str, rm_run: Path) -> None:
+    lonely = tmp_path / "lonely"
+    shutil.copytree(rm_run / "reward_model", lonely / "reward_model")
+    args = ["--impl", online_impl, "--reward_model", str(lonely / "reward_model"), "--online.refresh_every", "1"]
+    code, _, _ = run_script("grpo", tmp_path, *args, *TINY_ONLINE)
+    err = capsys.readouterr().err
+    assert code == 2 and "online.replay: " in err and "--online.no_replay" in err, err
+    code, _, run = run_script("grpo", tmp_path, *args, *TINY_ONLINE, "--online.no_replay", name="new_only")
+    assert code == 0, capsys.readouterr().err
+    assert _metrics(run)[-1]["labels/online"] == "6"
