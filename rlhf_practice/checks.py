@@ -389,7 +389,7 @@ def check_case(case: dict, result: dict) -> str | None:
         got = _fmt(got) if isinstance(got, torch.Tensor) else f"{got:g}" if isinstance(got, float) else got
         return f"{case['what']}: returned {got} instead of raising {raises}. {reread}"
     if result["error"]:
-        return f"{name} raised {result['error']}. {reread}"
+        return f"{name} raised {result['error']} ({case['what']}). {reread}"
     message = _compare_modes(case, result.get("modes", {})) or _compare_output(case, result["output"])
     args = dict(case["args"])
     for arg, grad in case["grads"].items():

@@ -155,6 +155,42 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             _select_args(a, b, 2, selection),
             raises="ValueError",
         )
+    # Every pair tied (torch.topk and unstable sorts return tied indices in no set order), for both keys.
+    c = 12 if not fresh else int(torch.randint(10, 40, (), generator=g))
+    same = _uniform(rng, -1, 1, 2, c)
+    add(
+        "uncertain_every_pair_tied",
+        f"select_pairs where both replies of every one of {c} pairs score alike, num_labels=5, selection='uncertain' "
+        "(every key ties: the first 5 indices)",
+        _select_args(same, same.clone(), 5, "uncertain"),
+    )
+    even = _uniform(rng, -1, 1, 3, c)
+    add(
+        "disagreement_every_pair_tied",
+        f"select_pairs where each of 3 models scores both replies of every one of {c} pairs alike, num_labels=5, "
+        "selection='disagreement' (every probability is 1/2, every variance 0: the first 5 indices)",
+        _select_args(even, even.clone(), 5, "disagreement"),
+    )
+    # Differences that differ only in the fourth decimal are not ties; differences beyond float32's sigmoid are not
+    # ties either (sigmoid(20) and sigmoid(30) are both 1.0 in float32).
+    close = torch.tensor([[0.0008, 0.0003, 0.0006, 0.5]], dtype=F64)
+    if fresh:
+        close = close[:, _perm(g, 4)]
+    add(
+        "uncertain_close_differences",
+        f"select_pairs(scores_a={_show(close)}, scores_b=zeros, num_labels=2, selection='uncertain') (differences "
+        "apart in the 4th decimal are not a tie)",
+        _select_args(close, torch.zeros_like(close), 2, "uncertain"),
+    )
+    far = torch.tensor([[30.0, 0.1, 20.0, 25.0]], dtype=F32)
+    if fresh:
+        far = far[:, _perm(g, 4)]
+    add(
+        "uncertain_large_differences",
+        f"select_pairs(scores_a={_show(far)} (float32), scores_b=zeros, num_labels=3, selection='uncertain') "
+        "(differences of 20 to 30 are far apart, though sigmoid rounds each of them to 1.0 in float32)",
+        _select_args(far, torch.zeros_like(far), 3, "uncertain"),
+    )
     add("inputs_unmodified", "select_pairs", _select_args(a.clone(), b.clone(), 3, "disagreement"), unmodified=True)
     for dtype in DTYPES:
         for k, c, m in ((1, 10, 4), (3, 16, 5), (4, 64, 20)):
@@ -203,6 +239,28 @@ def select_std_in_float64(scores_a, scores_b, num_labels, selection):
     else:
         key = -torch.sigmoid(diff).std(0)
     return torch.argsort(key, stable=True)[:num_labels].sort().values
+
+
+@right("select_pairs")
+def select_by_rank(scores_a, scores_b, num_labels, selection):
+    if selection not in ("random", "uncertain", "disagreement"):
+        raise ValueError("unknown selection")
+    models, pairs = scores_a.shape
+    if num_labels < 1 or num_labels > pairs:
+        raise ValueError("num_labels must be 1..C")
+    index = torch.arange(pairs)
+    if selection == "random":
+        return index[:num_labels]
+    if selection == "uncertain":
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        ahead = key[None, :] < key[:, None]  # [i, j]: pair j goes before pair i
+    else:
+        if models < 2:
+            raise ValueError("one model cannot disagree with itself")
+        key = torch.sigmoid(scores_a - scores_b).var(0)
+        ahead = key[None, :] > key[:, None]
+    ahead |= (key[None, :] == key[:, None]) & (index[None, :] < index[:, None])
+    return index[ahead.sum(1) < num_labels]
 
 
 def _select(scores_a, scores_b, num_labels, selection, *, uncertain=None, spread=None, descending=False, order=None):
@@ -389,6 +447,109 @@ def select_in_place(scores_a, scores_b, num_labels, selection):
     return picked
 
 
+@wrong(
+    "select_pairs",
+    "torch.topk (or an unstable sort) returns tied keys in no set order; ties go to the lower index: "
+    "torch.sort(key, stable=True)",
+)
+def select_topk(scores_a, scores_b, num_labels, selection):
+    if selection in ("uncertain", "disagreement") and 1 <= num_labels <= scores_a.shape[1]:
+        if selection == "disagreement" and scores_a.shape[0] < 2:
+            raise ValueError("one model")
+        if selection == "uncertain":
+            picked = torch.topk((scores_a.mean(0) - scores_b.mean(0)).abs(), num_labels, largest=False).indices
+        else:
+            picked = torch.topk(torch.sigmoid(scores_a - scores_b).var(0), num_labels).indices
+        return picked.sort().values
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "rounded the keys before sorting; keys apart in the 4th decimal are not a tie: sort the keys as they are",
+)
+def select_rounded_keys(scores_a, scores_b, num_labels, selection):
+    def unsure(a, b):
+        return torch.round((a.mean(0) - b.mean(0)).abs(), decimals=3)
+
+    def spread(a, b):
+        return -torch.round(torch.sigmoid(a - b).var(0), decimals=3)
+
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure, spread=spread)
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' measured |sigmoid(mean a - mean b) - 1/2|: in float32 sigmoid rounds every difference above about "
+    "17 to 1, so far-apart pairs tie; compare |mean a - mean b| itself",
+)
+def select_probability_distance(scores_a, scores_b, num_labels, selection):
+    def unsure(a, b):
+        return (torch.sigmoid(a.mean(0) - b.mean(0)) - 0.5).abs()
+
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure)
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' averaged the models' probabilities sigmoid(a - b); the proxy is the models' mean SCORE: take "
+    "|mean_k a - mean_k b|",
+)
+def select_mean_of_probabilities(scores_a, scores_b, num_labels, selection):
+    def unsure(a, b):
+        return (torch.sigmoid(a - b).mean(0) - 0.5).abs()
+
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure)
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the variance of sigmoid(a) - sigmoid(b); each model's Bradley-Terry probability is "
+    "sigmoid(a - b)",
+)
+def select_difference_of_sigmoids(scores_a, scores_b, num_labels, selection):
+    return _select(
+        scores_a, scores_b, num_labels, selection, spread=lambda a, b: -(torch.sigmoid(a) - torch.sigmoid(b)).var(0)
+    )
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' compared the first two models only; take the variance over all k models",
+)
+def select_first_two_models(scores_a, scores_b, num_labels, selection):
+    def spread(a, b):
+        p = torch.sigmoid(a - b)
+        return -(p[0] - p[1]).abs()
+
+    return _select(scores_a, scores_b, num_labels, selection, spread=spread)
+
+
+@wrong(
+    "select_pairs",
+    "returned the sorted keys (the differences or variances), not the indices of the pairs they belong to",
+)
+def select_returned_keys(scores_a, scores_b, num_labels, selection):
+    if selection == "uncertain" and 1 <= num_labels <= scores_a.shape[1]:
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        return torch.sort(key, stable=True).values[:num_labels].long()
+    if selection == "disagreement" and 1 <= num_labels <= scores_a.shape[1] and scores_a.shape[0] > 1:
+        key = torch.sigmoid(scores_a - scores_b).var(0)
+        return torch.sort(key, stable=True, descending=True).values[:num_labels].long()
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "two mistakes: 'uncertain' picked the MOST certain pairs, and the indices are in the order of their keys, not "
+    "increasing",
+)
+def select_most_certain_in_key_order(scores_a, scores_b, num_labels, selection):
+    return _select(
+        scores_a, scores_b, num_labels, selection, descending=selection == "uncertain", order=lambda picked: picked
+    )
+
+
 # ================ proxy_agreement (TASKS.md §16.3) ==================================================================
 
 # --- its cases
@@ -449,6 +610,13 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"proxy_agreement where the proxy ties every pair, gold_a = {_show(ga)}, gold_b = {_show(gb)} (0)",
         _agreement_args(same, same.clone(), ga, gb),
     )
+    tiny = 1e-4 if not fresh else _uniform(g, 1e-5, 5e-4, 1).item()
+    add(
+        "tiny_proxy_differences",
+        f"proxy_agreement where the proxy prefers each reply by only {tiny:g} (a preference still: 1)",
+        _agreement_args(torch.tensor([tiny, 0.0, 0.5]), torch.tensor([0.0, tiny, 0.5 - tiny]),
+                        torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0.0, 1.0, -1.0])),
+    )  # fmt: skip
     add(
         "integer_gold",
         "proxy_agreement with int64 gold scores (the result has the proxy's dtype)",
@@ -567,14 +735,13 @@ def agreement_count(proxy_a, proxy_b, gold_a, gold_b):
 
 @wrong(
     "proxy_agreement",
-    "returned the mean of sign products (agreements minus disagreements, in [-1, 1]); return the share of "
-    "agreements, in [0, 1]",
+    "returned the mean of sign products sign(proxy_a - proxy_b) * sign(gold_a - gold_b) (agreements minus "
+    "disagreements, in [-1, 1]); return the share of agreements, in [0, 1]",
 )
 def agreement_sign_correlation(proxy_a, proxy_b, gold_a, gold_b):
-    def share(agree, counted, dtype):
-        return (2 * (agree & counted).sum().to(dtype) - counted.sum().to(dtype)) / counted.sum().to(dtype)
-
-    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+    counted = gold_a != gold_b
+    product = torch.sign(proxy_a - proxy_b) * torch.sign(gold_a - gold_b).to(proxy_a.dtype)
+    return product[counted].sum() / counted.sum().to(proxy_a.dtype)
 
 
 @wrong(
@@ -602,6 +769,72 @@ def agreement_counted_by_proxy(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_arguments_interleaved(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, gold_a.to(proxy_a.dtype), proxy_b.to(gold_a.dtype), gold_b)
+
+
+@wrong(
+    "proxy_agreement",
+    "a proxy tie got half a point; a proxy that scores both replies alike prefers neither: it agrees with nobody",
+)
+def agreement_half_point_for_a_tie(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        tie = (proxy_a == proxy_b) & counted
+        return ((agree & counted).sum().to(dtype) + 0.5 * tie.sum().to(dtype)) / counted.sum().to(dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+
+@wrong(
+    "proxy_agreement",
+    "counted only the pairs where the annotator prefers reply a; count every pair where it prefers either one",
+)
+def agreement_only_where_a_wins(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, counted=lambda pa, pb, ga, gb: ga > gb)
+
+
+@wrong(
+    "proxy_agreement",
+    "counted an agreement only where both prefer reply a ((proxy_a > proxy_b) & (gold_a > gold_b)); both preferring "
+    "b agrees too",
+)
+def agreement_only_a_agrees(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa > pb) & (ga > gb))
+
+
+@wrong(
+    "proxy_agreement",
+    "averaged the proxy's Bradley-Terry probability of the annotator's reply (a soft accuracy); the detector counts "
+    "the pairs the proxy strictly orders as the annotator",
+)
+def agreement_soft(proxy_a, proxy_b, gold_a, gold_b):
+    counted = gold_a != gold_b
+    p = torch.where(gold_a > gold_b, torch.sigmoid(proxy_a - proxy_b), torch.sigmoid(proxy_b - proxy_a))
+    return p[counted].sum() / counted.sum().to(proxy_a.dtype)
+
+
+@wrong(
+    "proxy_agreement",
+    "treated proxy differences below a tolerance as ties; only equal scores are a tie: a preference by 1e-4 is a "
+    "preference",
+)
+def agreement_with_a_tolerance(proxy_a, proxy_b, gold_a, gold_b):
+    def agree(pa, pb, ga, gb):
+        d = torch.where((pa - pb).abs() < 1e-3, torch.zeros_like(pa), pa - pb)
+        return torch.sign(d) == torch.sign(ga - gb).to(pa.dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=agree)
+
+
+@wrong(
+    "proxy_agreement",
+    "two mistakes: a proxy tie got half a point (it agrees with nobody), and the annotator's ties were counted as "
+    "disagreements (divided by every pair)",
+)
+def agreement_half_point_and_every_pair(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        tie = (proxy_a == proxy_b) & counted
+        return ((agree & counted).sum().to(dtype) + 0.5 * tie.sum().to(dtype)) / torch.tensor(len(counted), dtype=dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
 
 
 @wrong("proxy_agreement", "returned dtype torch.float32, expected torch.float64")

@@ -108,6 +108,43 @@ def _(fn, ex):
 
 @law(
     "select_pairs",
+    "every_pair_tied",
+    "where both replies of every pair score alike, every key ties (difference 0, every probability 1/2): the first "
+    "M indices, however many pairs",
+    st.fixed_dictionaries(
+        {"a": st.integers(2, 4).flatmap(lambda k: tensor((k, 40))), "m": st.integers(1, 12), "uncertain": st.booleans()}
+    ),
+    examples=8,
+)
+def _(fn, ex):
+    a, m = ex["a"], ex["m"]
+    out = fn(a, a.clone(), m, "uncertain" if ex["uncertain"] else "disagreement")
+    if bad := _indices(out, m, a.shape[1]):
+        return bad
+    return None if out.tolist() == list(range(m)) else f"{got(out)}, expected {list(range(m))}"
+
+
+@law(
+    "select_pairs",
+    "uncertain_scale_free",
+    "'uncertain' picks the same pairs when every score is multiplied by 1000 (in float32 too) or by 1/1000: it "
+    "compares the differences themselves",
+    _candidates().filter(lambda ex: _clear(ex["a"], ex["b"], "uncertain")),
+)
+def _(fn, ex):
+    a, b, m = ex["a"], ex["b"], ex["m"]
+    first = fn(a, b, m, "uncertain")
+    for scale, dtype in ((1000.0, torch.float32), (1e-3, F64)):
+        scaled = fn((a * scale).to(dtype), (b * scale).to(dtype), m, "uncertain")
+        if bad := _indices(first, m, a.shape[1]) or _indices(scaled, m, a.shape[1]):
+            return bad
+        if scaled.tolist() != first.tolist():
+            return f"{got(scaled)} with the scores times {scale:g} ({dtype}), {fmt(first)} before"
+    return None
+
+
+@law(
+    "select_pairs",
     "nested",
     "one more label picks the same pairs and one more (the M best keys are among the M + 1 best)",
     _candidates(least=2).filter(lambda ex: ex["m"] < ex["a"].shape[1] and _clear(ex["a"], ex["b"], ex["selection"])),
