@@ -156,7 +156,7 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             raises="ValueError",
         )
     # Every pair tied (torch.topk and unstable sorts return tied indices in no set order), for both keys.
-    c = 12 if not fresh else int(torch.randint(10, 40, (), generator=g))
+    c = 40 if not fresh else int(torch.randint(24, 64, (), generator=g))  # torch's sorts are stable below 17
     same = _uniform(rng, -1, 1, 2, c)
     add(
         "uncertain_every_pair_tied",
@@ -190,6 +190,18 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"select_pairs(scores_a={_show(far)} (float32), scores_b=zeros, num_labels=3, selection='uncertain') "
         "(differences of 20 to 30 are far apart, though sigmoid rounds each of them to 1.0 in float32)",
         _select_args(far, torch.zeros_like(far), 3, "uncertain"),
+    )
+    # Probabilities near 0.95 whose spreads differ by little: E[p^2] - E[p]^2 in float32 loses them to cancellation.
+    spreads = torch.tensor([0.2, 1.0, 0.5, 0.8, 0.3, 0.6], dtype=F64)
+    if fresh:
+        spreads = spreads[_perm(g, 6)]
+    near = (3.0 + torch.tensor([[0.0], [1.0], [-1.0]], dtype=F64) * spreads * 1e-3).to(F32)
+    add(
+        "disagreement_small_variances_float32",
+        f"select_pairs(scores_a={_show(near)} (float32), scores_b=zeros, num_labels=2, selection='disagreement') "
+        "(probabilities near 0.95 that differ in the 4th decimal: the variance of deviations from the mean, not "
+        "E[p^2] - E[p]^2)",
+        _select_args(near, torch.zeros_like(near), 2, "disagreement"),
     )
     add("inputs_unmodified", "select_pairs", _select_args(a.clone(), b.clone(), 3, "disagreement"), unmodified=True)
     for dtype in DTYPES:
@@ -527,6 +539,51 @@ def select_first_two_models(scores_a, scores_b, num_labels, selection):
 
 @wrong(
     "select_pairs",
+    "never considered the last pair (a loop over range(C - 1)); every one of the C pairs is a candidate",
+)
+def select_skips_the_last_pair(scores_a, scores_b, num_labels, selection):
+    c = scores_a.shape[1]
+    if selection in ("uncertain", "disagreement") and 1 <= num_labels < c:
+        return _select(scores_a[:, :-1], scores_b[:, :-1], num_labels, selection)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the range (max - min) of the probabilities; take their variance over the k models",
+)
+def select_range_of_probabilities(scores_a, scores_b, num_labels, selection):
+    def spread(a, b):
+        p = torch.sigmoid(a - b)
+        return -(p.max(0).values - p.min(0).values)
+
+    return _select(scores_a, scores_b, num_labels, selection, spread=spread)
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the variance of the models' votes sign(a - b); take it of their probabilities sigmoid(a - b)",
+)
+def select_variance_of_votes(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, spread=lambda a, b: -torch.sign(a - b).var(0))
+
+
+@wrong(
+    "select_pairs",
+    "the variance as E[p^2] - E[p]^2: in float32 the two terms cancel and small variances come out wrong; use "
+    "torch.var (deviations from the mean)",
+)
+def select_variance_by_cancellation(scores_a, scores_b, num_labels, selection):
+    def spread(a, b):
+        p = torch.sigmoid(a - b)
+        k = p.shape[0]
+        return -((p * p).mean(0) - p.mean(0) ** 2) * k / max(k - 1, 1)
+
+    return _select(scores_a, scores_b, num_labels, selection, spread=spread)
+
+
+@wrong(
+    "select_pairs",
     "returned the sorted keys (the differences or variances), not the indices of the pairs they belong to",
 )
 def select_returned_keys(scores_a, scores_b, num_labels, selection):
@@ -616,6 +673,19 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"proxy_agreement where the proxy prefers each reply by only {tiny:g} (a preference still: 1)",
         _agreement_args(torch.tensor([tiny, 0.0, 0.5]), torch.tensor([0.0, tiny, 0.5 - tiny]),
                         torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0.0, 1.0, -1.0])),
+    )  # fmt: skip
+    add(
+        "tiny_differences_float32",
+        "proxy_agreement in float32 where proxy and gold differ by 1e-23 on each pair (still preferences: 1; a product "
+        "of the two differences underflows to 0)",
+        _agreement_args(torch.tensor([1e-23, 0.0]), torch.tensor([0.0, 1e-23]),
+                        torch.tensor([1e-23, 0.0]), torch.tensor([0.0, 1e-23])),
+    )  # fmt: skip
+    add(
+        "tiny_differences_float64",
+        "proxy_agreement in float64 where proxy and gold differ by 1e-9 on each pair (preferences, not ties: 1)",
+        _agreement_args(torch.tensor([1e-9, 0.0], dtype=F64), torch.tensor([0.0, 1e-9], dtype=F64),
+                        torch.tensor([1.0 + 1e-9, 0.5], dtype=F64), torch.tensor([1.0, 0.5 + 1e-9], dtype=F64)),
     )  # fmt: skip
     add(
         "integer_gold",
@@ -835,6 +905,38 @@ def agreement_half_point_and_every_pair(proxy_a, proxy_b, gold_a, gold_b):
         return ((agree & counted).sum().to(dtype) + 0.5 * tie.sum().to(dtype)) / torch.tensor(len(counted), dtype=dtype)
 
     return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+
+@wrong(
+    "proxy_agreement",
+    "left out the last pair (a loop over range(N - 1)); every labelled pair counts",
+)
+def agreement_skips_the_last_pair(proxy_a, proxy_b, gold_a, gold_b):
+    if len(proxy_a) < 2:
+        return _agreement(proxy_a, proxy_b, gold_a, gold_b)
+    return _agreement(proxy_a[:-1], proxy_b[:-1], gold_a[:-1], gold_b[:-1])
+
+
+@wrong(
+    "proxy_agreement",
+    "tested agreement as (proxy_a - proxy_b) * (gold_a - gold_b) > 0: the product of two small differences "
+    "underflows to 0; compare the two signs",
+)
+def agreement_by_product(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa - pb) * (ga - gb).to(pa.dtype) > 0
+    )
+
+
+@wrong(
+    "proxy_agreement",
+    "called the annotator's scores a tie when they are close (torch.isclose); only equal scores are a tie",
+)
+def agreement_close_gold_is_a_tie(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b,
+        counted=lambda pa, pb, ga, gb: ~torch.isclose(ga.to(pa.dtype), gb.to(pa.dtype)),
+    )  # fmt: skip
 
 
 @wrong("proxy_agreement", "returned dtype torch.float32, expected torch.float64")

@@ -61,19 +61,81 @@ def _clear(a: torch.Tensor, b: torch.Tensor, selection: str) -> bool:
     return bool((gaps > 1e-6).all())
 
 
+def _choice_law(selection: str, least: int, examples: int = 15) -> None:
+    words = {
+        "random": "'random' takes the first M pairs",
+        "uncertain": "'uncertain' takes the M smallest |mean_k a - mean_k b|, the indices increasing",
+        "disagreement": "'disagreement' takes the M largest variances over the k models of sigmoid(a - b), the indices "
+        "increasing",
+    }[selection]
+
+    @law(
+        "select_pairs",
+        f"the_choice_{selection}",
+        words,
+        _candidates(least).filter(lambda ex: _clear(ex["a"], ex["b"], selection)),
+    )
+    def _(fn, ex):
+        a, b, m = ex["a"], ex["b"], ex["m"]
+        out = fn(a, b, m, selection)
+        if bad := _indices(out, m, a.shape[1]):
+            return bad
+        expected = _brute(a, b, m, selection)
+        return None if out.tolist() == expected else f"{got(out)}, expected {expected}"
+
+
+_choice_law("random", 1)
+_choice_law("uncertain", 1)
+_choice_law("disagreement", 3, examples=40)
+
+
 @law(
     "select_pairs",
-    "the_choice",
-    "random takes the first M pairs; uncertain the M smallest |mean_k a - mean_k b|; disagreement the M largest "
-    "variances over the k models of sigmoid(a - b); the indices increasing",
-    _candidates().filter(lambda ex: _clear(ex["a"], ex["b"], ex["selection"])),
+    "disagreement_counts_every_model",
+    "'disagreement' is the variance over all k models, not the extremes: probabilities (0.15, 0.85, 0.85) vary more "
+    "than (0.1, 0.5, 0.9) although their range is smaller",
+    st.fixed_dictionaries({"order": st.permutations(range(3)), "shift": floats(-0.02, 0.02), "first": st.booleans()}),
+    examples=6,
 )
 def _(fn, ex):
-    a, b, m, selection = ex["a"], ex["b"], ex["m"], ex["selection"]
-    out = fn(a, b, m, selection)
+    wide, bunched = torch.tensor([0.1, 0.5, 0.9], dtype=F64), torch.tensor([0.15, 0.85, 0.85], dtype=F64)
+    pairs = [bunched, wide] if ex["first"] else [wide, bunched]
+    p = torch.stack(pairs, dim=1)[list(ex["order"])] + ex["shift"]  # (3 models, 2 pairs)
+    a = torch.log(p / (1 - p))  # sigmoid(a - 0) = p
+    out = fn(a, torch.zeros_like(a), 1, "disagreement")
+    expected = [0 if ex["first"] else 1]
+    if bad := _indices(out, 1, 2):
+        return bad
+    return None if out.tolist() == expected else f"{got(out)} for probabilities {fmt(p)}, expected {expected}"
+
+
+@st.composite
+def _near_certain(draw: st.DrawFn) -> dict:
+    k, c = draw(st.integers(3, 4)), draw(st.integers(2, 6))
+    spread = draw(st.lists(floats(0.05, 1), min_size=c, max_size=c, unique=True))
+    noise = draw(tensor((k, c), -1, 1))
+    return {"a": (3 + noise * torch.tensor(spread, dtype=F64) * 1e-3).float(), "m": draw(st.integers(1, c))}
+
+
+def _clear_relative(a: torch.Tensor) -> bool:
+    key = torch.sigmoid(a.double()).var(0)
+    gaps = (key[:, None] - key[None, :]).abs() + torch.eye(len(key), dtype=key.dtype) * key.max()
+    return bool((gaps > 0.05 * key.max()).all())
+
+
+@law(
+    "select_pairs",
+    "disagreement_near_certain",
+    "'disagreement' where every probability is near 0.95 and the models differ in the 4th decimal (float32): the same "
+    "M largest variances as in float64",
+    _near_certain().filter(lambda ex: _clear_relative(ex["a"])),
+)
+def _(fn, ex):
+    a, m = ex["a"], ex["m"]
+    out = fn(a, torch.zeros_like(a), m, "disagreement")
     if bad := _indices(out, m, a.shape[1]):
         return bad
-    expected = _brute(a, b, m, selection)
+    expected = _brute(a.double(), torch.zeros_like(a, dtype=F64), m, "disagreement")
     return None if out.tolist() == expected else f"{got(out)}, expected {expected}"
 
 
@@ -289,6 +351,28 @@ def _(fn, ex):
     if bool((ex["ga"] == ex["gb"]).all()):
         return None if bool(out.isnan()) else f"{got(out)} where every pair is a tie of both, expected NaN"
     return None if float(out) == 0.0 else f"{got(out)} for a proxy that ties every pair, expected 0"
+
+
+@law(
+    "proxy_agreement",
+    "tiny_differences",
+    "the share is the same when every proxy and gold score is multiplied by 1e-25 in float32: any difference, however "
+    "small, is a preference",
+    _labelled().filter(
+        lambda ex: (
+            all(v == 0 or abs(v) > 1e-3 for k in ("pa", "pb") for v in ex[k].tolist())
+            and bool(((ex["pa"] - ex["pb"]).abs() > 1e-3).all() or (ex["pa"] == ex["pb"]).any())
+        )
+    ),
+)
+def _(fn, ex):
+    first = fn(ex["pa"], ex["pb"], ex["ga"], ex["gb"])
+    tiny = fn(*((ex[k] * 1e-25).float() for k in ("pa", "pb", "ga", "gb")))
+    if bad := _share(first) or _share(tiny, torch.float32):
+        return bad
+    if bool(first.isnan()):
+        return None if bool(tiny.isnan()) else f"{got(tiny)} scaled by 1e-25, NaN before"
+    return None if abs(float(tiny) - float(first)) < 1e-6 else f"{got(tiny)} scaled by 1e-25, {fmt(first)} before"
 
 
 @law(
