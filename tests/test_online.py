@@ -114,23 +114,27 @@ def test_replay_needs_the_models_pairs(tmp_path: Path, capsys, online_impl: str,
 
 @pytest.mark.slow  # a reward model and a PPO run as subprocesses, ~1-2 minutes: in .ci/run's slow line
 @pytest.mark.timeout(600)
-def test_the_online_experiment_prints_its_table(tmp_path: Path, capsys, online_impl: str) -> None:
-    """scripts/experiments.py online_rlhf end to end on one row, two steps, one refresh: the table with the labels
-    and the detector, the figure, the run kept in --out."""
-    from test_overoptimization import TINY
+def test_the_online_experiment_prints_its_table(tmp_path: Path, capsys, monkeypatch, online_impl: str) -> None:
+    """scripts/experiments.py online_rlhf end to end on one row of the grid's kind, shrunk to two steps and one refresh
+    of 6 labels: the table with the labels and the detector, the figure, the run kept in --out."""
+    from test_overoptimization import TINY, overoptimization
     from test_scripts import _run_cli
 
-    row = "refresh every 10 steps, 128 labels, 8 times"
-    shrink = ["--online.refresh_every", "1", "--online.labels_per_refresh", "6", "--online.rm_steps", "2"]
+    gold, rm_flags, _ = overoptimization.GRIDS["online_rlhf"]
+    row = "refresh every step, 6 labels"
+    flags = ["--beta", "0", "--online.refresh_every", "1", "--online.labels_per_refresh", "6"]
+    flags += ["--online.rm_steps", "2", "--online.rm_batch_size", "4"]
+    monkeypatch.setitem(overoptimization.GRIDS, "online_rlhf", (gold, rm_flags, [(row, 64, flags)]))
     command = ("scripts/experiments.py", "online_rlhf", "--seeds", "0", "--impl", online_impl, "--out", str(tmp_path))
-    code = _run_cli(*command, "--rows", row, "--extra", *TINY, *shrink, "--online.rm_batch_size", "4")
+    code = _run_cli(*command, "--extra", *TINY)
     out = capsys.readouterr()
     assert code == 0, out.err
     header = next(line for line in out.out.splitlines() if line.startswith("| run |"))
     assert "labels trained on" in header and "detector, first" in header and "ends above static peak" in header
     (line,) = [line for line in out.out.splitlines() if line.startswith(f"| {row}")]
     cells = dict(zip(header.split(" | "), line.split(" | ")))
-    assert cells["labels trained on"].split()[0] == str(1024 + 6), cells  # the model's pairs and one refresh's labels
+    assert cells["labels trained on"].split()[0] == str(64 + 6), cells  # the model's pairs and one refresh's labels
     assert cells["ends above static peak"].strip() == "–", "no static row in this table"
+    (record,) = [json.loads(line) for line in (tmp_path / "online_rlhf.jsonl").read_text().splitlines()]
+    assert record["refresh_steps"] == [2.0] and len(record["detector"]) == 1, record  # NaN where all 6 labels tied
     assert (tmp_path / "online_rlhf.png").is_file() and len(list((tmp_path / "runs").iterdir())) == 1
-    assert "refresh 1: 6 labels" in out.err
