@@ -68,7 +68,7 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     a = torch.tensor([[0.9, -1.0, 0.4, 0.0, 2.0]], dtype=F64)
     b = torch.tensor([[0.0, 1.5, 0.3, 0.05, -1.0]], dtype=F64)
     if fresh:
-        a, b = a[:, _perm(g, 5)], b[:, _perm(g, 5)]
+        a, b = (a * _uniform(g, 0.8, 1.2, 1).item())[:, _perm(g, 5)], (b * 0.9)[:, _perm(g, 5)]
     add(
         "uncertain_increasing_order",
         f"select_pairs(scores_a={_show(a)}, scores_b={_show(b)}, num_labels=3, selection='uncertain') (one model; "
@@ -109,7 +109,8 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "variance of sigmoid(a - b) over the models, not of a - b)",
         _select_args(a, b, 1, "disagreement"),
     )
-    a = torch.tensor([[0.0, 1.0, -1.0, 0.5], [0.0, -1.0, 1.0, 0.5], [0.0, 1.0, -1.0, 0.5]], dtype=F64)
+    f = 1.0 if not fresh else _uniform(g, 0.5, 2.0, 1).item()  # pairs 1 and 2 the same: (f, -f, f), an exact tie
+    a = torch.tensor([[0.0, f, f, 0.5], [0.0, -f, -f, 0.5], [0.0, f, f, 0.5]], dtype=F64)
     b = torch.zeros(3, 4, dtype=F64)
     add(
         "disagreement_ties_lower_index_first",
@@ -175,7 +176,7 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     # ties either (sigmoid(20) and sigmoid(30) are both 1.0 in float32).
     close = torch.tensor([[0.0008, 0.0003, 0.0006, 0.5]], dtype=F64)
     if fresh:
-        close = close[:, _perm(g, 4)]
+        close = (close * _uniform(g, 0.6, 0.9, 1).item())[:, _perm(g, 4)]
     add(
         "uncertain_close_differences",
         f"select_pairs(scores_a={_show(close)}, scores_b=zeros, num_labels=2, selection='uncertain') (differences "
@@ -183,8 +184,11 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         _select_args(close, torch.zeros_like(close), 2, "uncertain"),
     )
     far = torch.tensor([[30.0, 0.1, 20.0, 25.0]], dtype=F32)
-    if fresh:
-        far = far[:, _perm(g, 4)]
+    if fresh:  # the largest difference stays first: a sigmoid distance then keeps it (the lower index of three ties)
+        far = torch.cat(
+            [_uniform(g, 31, 40, 1), _uniform(g, 0.05, 0.5, 1), _uniform(g, 18, 24, 1), _uniform(g, 25, 30, 1)]
+        )
+        far = far.to(F32)[None]
     add(
         "uncertain_large_differences",
         f"select_pairs(scores_a={_show(far)} (float32), scores_b=zeros, num_labels=3, selection='uncertain') "
@@ -194,7 +198,7 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     # Probabilities near 0.95 whose spreads differ by little: E[p^2] - E[p]^2 in float32 loses them to cancellation.
     spreads = torch.tensor([0.2, 1.0, 0.5, 0.8, 0.3, 0.6], dtype=F64)
     if fresh:
-        spreads = spreads[_perm(g, 6)]
+        spreads = spreads * _uniform(g, 0.97, 1.03, 6)
     near = (3.0 + torch.tensor([[0.0], [1.0], [-1.0]], dtype=F64) * spreads * 1e-3).to(F32)
     add(
         "disagreement_small_variances_float32",
@@ -674,25 +678,32 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         _agreement_args(torch.tensor([tiny, 0.0, 0.5]), torch.tensor([0.0, tiny, 0.5 - tiny]),
                         torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0.0, 1.0, -1.0])),
     )  # fmt: skip
+    t32, t64 = (
+        (1e-23, 1e-9) if not fresh else (_uniform(g, 2, 9, 1).item() * 1e-24, _uniform(g, 2, 9, 1).item() * 1e-10)
+    )
     add(
         "tiny_differences_float32",
-        "proxy_agreement in float32 where proxy and gold differ by 1e-23 on each pair (still preferences: 1; a product "
-        "of the two differences underflows to 0)",
-        _agreement_args(torch.tensor([1e-23, 0.0]), torch.tensor([0.0, 1e-23]),
-                        torch.tensor([1e-23, 0.0]), torch.tensor([0.0, 1e-23])),
+        f"proxy_agreement in float32 where proxy and gold differ by {t32:.3g} on each pair (still preferences: 1; a "
+        "product of the two differences underflows to 0)",
+        _agreement_args(torch.tensor([t32, 0.0]), torch.tensor([0.0, t32]),
+                        torch.tensor([t32, 0.0]), torch.tensor([0.0, t32])),
     )  # fmt: skip
     add(
         "tiny_differences_float64",
-        "proxy_agreement in float64 where proxy and gold differ by 1e-9 on each pair (preferences, not ties: 1)",
-        _agreement_args(torch.tensor([1e-9, 0.0], dtype=F64), torch.tensor([0.0, 1e-9], dtype=F64),
-                        torch.tensor([1.0 + 1e-9, 0.5], dtype=F64), torch.tensor([1.0, 0.5 + 1e-9], dtype=F64)),
+        f"proxy_agreement in float64 where proxy and gold differ by {t64:.3g} on each pair (preferences, not ties: 1)",
+        _agreement_args(torch.tensor([t64, 0.0], dtype=F64), torch.tensor([0.0, t64], dtype=F64),
+                        torch.tensor([1.0 + t64, 0.5], dtype=F64), torch.tensor([1.0, 0.5 + t64], dtype=F64)),
     )  # fmt: skip
+    pa, pb = torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3])
+    ga, gb = torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])
+    if fresh:
+        pa, pb = _uniform(g, -1, 1, 6, dtype=F32), _uniform(g, -1, 1, 6, dtype=F32)
+        ga, gb = torch.randint(0, 4, (6,), generator=g), torch.randint(0, 4, (6,), generator=g)
     add(
         "integer_gold",
         "proxy_agreement with int64 gold scores (the result has the proxy's dtype)",
-        _agreement_args(torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3]),
-                        torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])),
-    )  # fmt: skip
+        _agreement_args(pa, pb, ga, gb),
+    )
     add(
         "inputs_unmodified",
         "proxy_agreement",

@@ -25,8 +25,9 @@ SEEDS = (1, 2, 3)
 # rewards (whole numbers from 0 to 2n - 1: these are checked on their inputs instead), and the advantages of
 # groups of two replies, normalised (+-1/sqrt(2) whatever the rewards). All-zero answers and errors count only
 # with a non-zero right answer (instructor.grading._nonzero), so they are left out too. filter_groups answers a few
-# bools: checked on its inputs as the counts are.
-COUNTS = ("sort_distance_reward", "sort_inclusion_ordering_reward", "filter_groups")
+# bools: checked on its inputs as the counts are; so are select_pairs (a few indices: [0, 1] whatever the scores) and
+# proxy_agreement (a share of a few pairs: 1 wherever the proxy orders them all as the annotator).
+COUNTS = ("sort_distance_reward", "sort_inclusion_ordering_reward", "filter_groups", "select_pairs", "proxy_agreement")
 
 
 @cache
