@@ -196,10 +196,10 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         _select_args(far, torch.zeros_like(far), 3, "uncertain"),
     )
     # Probabilities near 0.95 whose spreads differ by little: E[p^2] - E[p]^2 in float32 loses them to cancellation.
-    spreads = torch.tensor([0.2, 1.0, 0.5, 0.8, 0.3, 0.6], dtype=F64)
-    if fresh:
-        spreads = spreads * _uniform(g, 0.97, 1.03, 6)
-    near = (3.0 + torch.tensor([[0.0], [1.0], [-1.0]], dtype=F64) * spreads * 1e-3).to(F32)
+    spreads, base = torch.tensor([0.2, 1.0, 0.5, 0.8, 0.3, 0.6], dtype=F64), 3.0
+    if fresh:  # a new level and order: scaled spreads alone are the published ones within allclose
+        spreads, base = (spreads * _uniform(g, 0.97, 1.03, 6))[_perm(g, 6)], _uniform(g, 2.5, 3.5, 1).item()
+    near = (base + torch.tensor([[0.0], [1.0], [-1.0]], dtype=F64) * spreads * 1e-3).to(F32)
     add(
         "disagreement_small_variances_float32",
         f"select_pairs(scores_a={_show(near)} (float32), scores_b=zeros, num_labels=2, selection='disagreement') "
@@ -671,29 +671,47 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"proxy_agreement where the proxy ties every pair, gold_a = {_show(ga)}, gold_b = {_show(gb)} (0)",
         _agreement_args(same, same.clone(), ga, gb),
     )
-    tiny = 1e-4 if not fresh else _uniform(g, 1e-5, 5e-4, 1).item()
+    tiny = 1e-4 if not fresh else _uniform(g, 1, 50, 1).item() * 1e-5
     add(
         "tiny_proxy_differences",
         f"proxy_agreement where the proxy prefers each reply by only {tiny:g} (a preference still: 1)",
         _agreement_args(torch.tensor([tiny, 0.0, 0.5]), torch.tensor([0.0, tiny, 0.5 - tiny]),
                         torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0.0, 1.0, -1.0])),
     )  # fmt: skip
-    t32, t64 = (
-        (1e-23, 1e-9) if not fresh else (_uniform(g, 2, 9, 1).item() * 1e-24, _uniform(g, 2, 9, 1).item() * 1e-10)
-    )
+    if not fresh:
+        t32, t64, n, share, levels = 1e-23, 1e-9, 2, "1", torch.tensor([1.0, 0.5], dtype=F64)
+        pairs = ""
+        a_wins, proxy_agrees = torch.tensor([True, False]), torch.tensor([True, True])
+    else:  # magnitudes alone stay within allclose of the published ones: new pairs, orders, and one disagreeing
+        t32, t64 = _uniform(g, 2, 9, 1).item() * 1e-24, _uniform(g, 2, 9, 1).item() * 1e-10
+        n = int(torch.randint(3, 7, (1,), generator=g))
+        a_wins, proxy_agrees = torch.rand(n, generator=g) < 0.5, _perm(g, n) != 0
+        share, levels, pairs = f"{n - 1}/{n}", _uniform(g, 0.5, 1.5, n), f" on {n} pairs"
+
+    def tiny_pairs(t: float, dtype: torch.dtype, gold_levels: torch.Tensor) -> list:
+        """Pairs whose proxy scores are apart by ``t`` (a ahead where a_wins) and whose gold scores are apart by ``t``
+        above ``gold_levels``, the same way where proxy_agrees and the other way elsewhere."""
+        ahead, level = torch.tensor(t, dtype=F64), torch.tensor(0.0, dtype=F64)
+        gold_wins = a_wins == proxy_agrees
+        return _agreement_args(
+            torch.where(a_wins, ahead, level).to(dtype),
+            torch.where(a_wins, level, ahead).to(dtype),
+            (gold_levels + torch.where(gold_wins, ahead, level)).to(dtype),
+            (gold_levels + torch.where(gold_wins, level, ahead)).to(dtype),
+        )
+
     add(
         "tiny_differences_float32",
-        f"proxy_agreement in float32 where proxy and gold differ by {t32:.3g} on each pair (still preferences: 1; a "
-        "product of the two differences underflows to 0)",
-        _agreement_args(torch.tensor([t32, 0.0]), torch.tensor([0.0, t32]),
-                        torch.tensor([t32, 0.0]), torch.tensor([0.0, t32])),
-    )  # fmt: skip
+        f"proxy_agreement in float32{pairs} where proxy and gold differ by {t32:.3g} on each pair (still "
+        f"preferences: {share}; a product of the two differences underflows to 0)",
+        tiny_pairs(t32, torch.float32, torch.zeros(n, dtype=F64)),
+    )
     add(
         "tiny_differences_float64",
-        f"proxy_agreement in float64 where proxy and gold differ by {t64:.3g} on each pair (preferences, not ties: 1)",
-        _agreement_args(torch.tensor([t64, 0.0], dtype=F64), torch.tensor([0.0, t64], dtype=F64),
-                        torch.tensor([1.0 + t64, 0.5], dtype=F64), torch.tensor([1.0, 0.5 + t64], dtype=F64)),
-    )  # fmt: skip
+        f"proxy_agreement in float64{pairs} where proxy and gold differ by {t64:.3g} on each pair (preferences, "
+        f"not ties: {share})",
+        tiny_pairs(t64, F64, levels),
+    )
     pa, pb = torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3])
     ga, gb = torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])
     if fresh:
