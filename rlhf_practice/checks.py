@@ -304,6 +304,8 @@ def compare(
             extra = " Return one value per row (per pair, per reply), not their mean: the training loop takes it."
         elif actual.numel() == expected.numel():
             extra = " Same number of elements: flatten the result back to the shape of the input."
+        elif actual.dtype == torch.bool and expected.dtype != torch.bool:
+            extra = " A bool result, one per element: a mask? Return the indices it marks (mask.nonzero().squeeze(1))."
         return f"{what}: returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape).{extra}"
     named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
     if not torch.isfinite(actual).all() and torch.isfinite(expected).all():

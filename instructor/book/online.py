@@ -418,6 +418,36 @@ def select_last_pairs(scores_a, scores_b, num_labels, selection):
     return _select(scores_a, scores_b, num_labels, selection)
 
 
+@wrong("select_pairs", "'random' took indices 1 to M (off by one); the first M pairs are 0 to M - 1")
+def select_random_from_one(scores_a, scores_b, num_labels, selection):
+    if selection == "random" and 1 <= num_labels <= scores_a.shape[1]:
+        return torch.arange(1, num_labels + 1)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "wrong output shape",
+)
+def select_threshold_at_mth_key(scores_a, scores_b, num_labels, selection):
+    if selection == "uncertain" and 1 <= num_labels <= scores_a.shape[1]:
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        return torch.nonzero(key <= key.sort().values[num_labels - 1]).squeeze(1)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the variance of each model's confidence |sigmoid(a - b) - 1/2|; two models sure of opposite "
+    "replies (p and 1 - p) then look agreed: take the variance of the probabilities sigmoid(a - b) themselves",
+)
+def select_variance_of_confidence(scores_a, scores_b, num_labels, selection):
+    return _select(
+        scores_a, scores_b, num_labels, selection,
+        spread=lambda a, b: -(torch.sigmoid(a - b) - 0.5).abs().var(0),
+    )  # fmt: skip
+
+
 @wrong(
     "select_pairs",
     "wrong output shape",
@@ -712,6 +742,26 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"not ties: {share})",
         tiny_pairs(t64, F64, levels),
     )
+    # A float32 proxy with float64 gold: the gold's differences are compared in float64 (cast to float32 first,
+    # 1 + 1e-9 and 1 are one number: a tie that is none).
+    pa, pb = torch.tensor([0.7, 0.1, -0.3]), torch.tensor([0.2, 0.4, -0.3])
+    ga = torch.tensor([1.0 + 1e-9, 0.5, 2.0], dtype=F64)
+    gb = torch.tensor([1.0, 0.5 + 1e-9, 1.0], dtype=F64)
+    told = "1e-9 on two pairs"
+    if fresh:
+        order = _perm(g, 3)
+        apart = _uniform(g, 2, 9, 1).item() * 1e-10
+        level = _uniform(g, 0.5, 1.5, 1).item()
+        pa, pb = (pa + _uniform(g, 0.05, 0.15, 3, dtype=torch.float32) * (pa != pb))[order], pb[order]
+        ga = torch.tensor([level + apart, level, 2.0], dtype=F64)[order]
+        gb = torch.tensor([level, level + apart, 1.0], dtype=F64)[order]
+        told = f"{apart:.3g} on two pairs"
+    add(
+        "float64_gold_apart_in_float32_ties",
+        f"proxy_agreement with a float32 proxy and float64 gold apart by {told} (preferences in float64, ties only "
+        "if cast to float32; a proxy tie on the other: 2/3)",
+        _agreement_args(pa, pb, ga, gb),
+    )
     pa, pb = torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3])
     ga, gb = torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])
     if fresh:
@@ -806,6 +856,20 @@ def agreement_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_proxy_tie_agrees(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa > pb) == (ga > gb))
+
+
+@wrong(
+    "proxy_agreement",
+    "two mistakes: a proxy tie counted as preferring a (proxy_a >= proxy_b), and the annotator's ties counted as "
+    "agreements; a proxy tie agrees with nobody, and a tie of the annotator is left out",
+)
+def agreement_greater_or_equal_and_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        return ((agree & counted) | ~counted).sum().to(dtype) / torch.tensor(float(len(counted)), dtype=dtype)
+
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa >= pb) == (ga > gb), share=share
+    )
 
 
 @wrong(
@@ -968,6 +1032,15 @@ def agreement_close_gold_is_a_tie(proxy_a, proxy_b, gold_a, gold_b):
     )  # fmt: skip
 
 
+@wrong(
+    "proxy_agreement",
+    "cast the gold to the proxy's dtype before comparing: float64 gold scores apart by 1e-9 became a tie in float32; "
+    "compare the gold in its own dtype (gold_a != gold_b, sign(gold_a - gold_b))",
+)
+def agreement_gold_in_proxy_dtype(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a.to(proxy_a.dtype), gold_b.to(proxy_a.dtype))
+
+
 @wrong("proxy_agreement", "returned dtype torch.float32, expected torch.float64")
 def agreement_float32(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_a, gold_b).to(torch.float32)
@@ -986,3 +1059,12 @@ def agreement_in_place(proxy_a, proxy_b, gold_a, gold_b):
     out = _agreement(proxy_a, proxy_b, gold_a, gold_b)
     proxy_a.sub_(proxy_b)
     return out
+
+
+@wrong(
+    "proxy_agreement",
+    "compared with the annotator's order reversed (sign(gold_b - gold_a)); the proxy agrees when it prefers the reply "
+    "the annotator scored higher: sign(proxy_a - proxy_b) == sign(gold_a - gold_b)",
+)
+def agreement_gold_reversed(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_b, gold_a)
