@@ -49,10 +49,11 @@ from rlhf_practice.preferences import (
     cached_pairs,
     flush_left,
     load_pairs,
+    pair_stats,
+    reward_step,
     split_pairs,
     write_pairs,
 )
-from rlhf_practice.tracking import check_finite
 from rlhf_practice.training import TrainingRun, run_main, training_run
 
 EVAL_BATCH_PAIRS = 64  # held-out pairs per forward pass of an evaluation (no gradient)
@@ -96,43 +97,13 @@ def main() -> None:
             # 2. The update on a batch of pairs (your get_reward and reward_loss).
             batch = next(batches).to(run.device)
             tokens += int(batch.attention_mask.sum())
-            stats = reward_step(rm, model, optimizer, batch, config)
+            stats = reward_step(rm, model, optimizer, batch, config.center_rewards_coefficient, config.max_grad_norm)
             stats["num_tokens"] = torch.tensor(float(tokens), device=run.device)
 
             # 3. Log (at an evaluation, the samples log shows fresh replies with the model's score).
             shown = (prompts, replies, scores) if scores is not None else ([], [], None)
             run.logger.log(step, {**stats, **evaluated}, *shown)
         save_reward_model(run, model, heldout, fresh, gold)
-
-
-def reward_step(
-    rm: ModuleType,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batch: PairBatch,
-    config: RewardModelConfig,
-) -> dict[str, torch.Tensor]:
-    """One update on a batch of n pairs (2n rows: chosen, then rejected; see :class:`PairBatch`)."""
-    _, scores, _ = rm.get_reward(model, batch.input_ids, batch.attention_mask, batch.prompt_lengths)  # (2n,)
-    chosen, rejected = scores.chunk(2)
-    loss, accuracy = rm.reward_loss(chosen, rejected, None, config.center_rewards_coefficient or None)
-    check_finite("loss", loss)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-    optimizer.step()
-    return {**pair_stats(chosen.detach(), rejected.detach()), "loss": loss.detach(), "accuracy": accuracy.detach()}
-
-
-def pair_stats(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, torch.Tensor]:
-    """TRL RewardTrainer's margin and reward statistics of a batch of pairs' scores."""
-    both = torch.cat([chosen, rejected])
-    return {
-        "margin": (chosen - rejected).mean(),
-        "mean_reward": both.mean(),
-        "min_reward": both.min(),
-        "max_reward": both.max(),
-    }
 
 
 @torch.no_grad()

@@ -40,8 +40,7 @@ import torch
 
 from rlhf_practice.course import raised
 from rlhf_practice.errors import ConfigError, TrainingError
-from rlhf_practice.preferences import PairData, read_pairs
-from rlhf_practice.tracking import check_finite
+from rlhf_practice.preferences import PairData, rank_pairs, read_pairs, reward_step
 
 if TYPE_CHECKING:
     from rlhf_practice.config import OnlineConfig
@@ -128,12 +127,11 @@ class OnlineLabels:
             proxy = self.reward.combine(scores[:, rows], run.impl).view(-1, 2)  # the reward the run trains on
             self.online_labels += len(picked)
             untied = gold[:, 0] != gold[:, 1]
-            first_wins = gold[:, 0] > gold[:, 1]
             agreement = self.agreement(proxy[:, 0], proxy[:, 1], gold[:, 0], gold[:, 1])
-            new = [
-                pair_record(texts[i], replies[i], replies[j], ended[i], ended[j], first)
-                for i, j, first, keep in zip(a.tolist(), b.tolist(), first_wins.tolist(), untied.tolist())
-                if keep
+            new = [  # a pair the annotator orders (a tie makes none: rank_pairs)
+                pair
+                for i, j, rewards in zip(a.tolist(), b.tolist(), gold.tolist())
+                for pair in rank_pairs(texts[i], [replies[i], replies[j]], rewards, [ended[i], ended[j]], "all")
             ]
             self.labelled += new
             found = {
@@ -202,17 +200,11 @@ class OnlineLabels:
             optimizer = torch.optim.Adam(model.parameters(), lr=settings.rm_learning_rate)
             batches = data.batches(settings.rm_batch_size, run.config.seed + self.refreshes)
             for _ in range(settings.rm_steps):
-                batch = next(batches).to(run.device)
-                scores = rm.get_reward(model, batch.input_ids, batch.attention_mask, batch.prompt_lengths)[1]
-                chosen, rejected = scores.chunk(2)
-                loss, _ = rm.reward_loss(chosen, rejected, None, None)
-                check_finite("online/rm_loss", loss)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), run.config.max_grad_norm)
-                optimizer.step()
+                stats = reward_step(
+                    rm, model, optimizer, next(batches).to(run.device), None, run.config.max_grad_norm, "online/rm_loss"
+                )
             model.requires_grad_(False)
-            losses.append(loss.item())
+            losses.append(stats["loss"].item())
         return sum(losses) / len(losses)
 
     def notes(self) -> dict:
@@ -231,19 +223,6 @@ class OnlineLabels:
 
         if self.run.logger.writes and self.labelled:
             write_pairs(self.run.logger.run_dir / "online_pairs.jsonl", self.labelled)
-
-
-def pair_record(prompt: str, a: str, b: str, a_ended: bool, b_ended: bool, a_wins: bool) -> dict:
-    """One labelled pair as the pair files hold it (preferences.py)."""
-    chosen, rejected = (a, b) if a_wins else (b, a)
-    chosen_ended, rejected_ended = (a_ended, b_ended) if a_wins else (b_ended, a_ended)
-    return {
-        "prompt": prompt,
-        "chosen": chosen,
-        "rejected": rejected,
-        "chosen_ended": chosen_ended,
-        "rejected_ended": rejected_ended,
-    }
 
 
 def attach(run: TrainingRun) -> None:

@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import torch
@@ -49,6 +50,7 @@ from torch import nn
 
 from rlhf_practice.config import PAIRS_SUFFIXES, PairsConfig
 from rlhf_practice.errors import DataError
+from rlhf_practice.tracking import check_finite
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -489,3 +491,38 @@ def flush_left(generation: Generation, pad_id: int) -> PairBatch:
         input_ids[i, : len(row)] = row
         attention_mask[i, : len(row)] = 1
     return PairBatch(input_ids, attention_mask, torch.tensor(prompt_lengths, device=input_ids.device))
+
+
+def reward_step(
+    rm: ModuleType,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: PairBatch,
+    center_rewards_coefficient: float | None,
+    max_grad_norm: float,
+    tag: str = "loss",
+) -> dict[str, torch.Tensor]:
+    """One update of a reward model on a batch of n pairs (2n rows: chosen, then rejected; see :class:`PairBatch`):
+    the implementation's ``get_reward`` and ``reward_loss`` (its centring term where the coefficient is set), the
+    gradient's norm clipped to ``max_grad_norm``. train_reward_model.py's step and each step of an online refresh
+    (online_labels.py); a non-finite loss stops the run, named ``tag``."""
+    _, scores, _ = rm.get_reward(model, batch.input_ids, batch.attention_mask, batch.prompt_lengths)  # (2n,)
+    chosen, rejected = scores.chunk(2)
+    loss, accuracy = rm.reward_loss(chosen, rejected, None, center_rewards_coefficient or None)
+    check_finite(tag, loss)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    return {**pair_stats(chosen.detach(), rejected.detach()), "loss": loss.detach(), "accuracy": accuracy.detach()}
+
+
+def pair_stats(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, torch.Tensor]:
+    """TRL RewardTrainer's margin and reward statistics of a batch of pairs' scores."""
+    both = torch.cat([chosen, rejected])
+    return {
+        "margin": (chosen - rejected).mean(),
+        "mean_reward": both.mean(),
+        "min_reward": both.min(),
+        "max_reward": both.max(),
+    }
