@@ -71,6 +71,9 @@ START = 3  # "gold at start": the mean of the first START steps (the policy has 
 # up front (measured: TASKS.md's table of times): one reward model
 # (its pairs included; the whole policy, and task 15's RM_FLAGS one), one PPO run of POLICY_STEPS token-level steps.
 REWARD_MODEL_MINUTES, SMALL_REWARD_MODEL_MINUTES, PPO_MINUTES = 0.4, 0.16, 1.0
+# online_rlhf's PPO runs, from its measured commands (TASKS.md's table of times): one whose reward model is refreshed
+# (two refreshed rows, 10 runs: 13 min 7 s), and one whose labels only audit it (beside the plain control: 10 min 26 s).
+REFRESHED_PPO_MINUTES, AUDITED_PPO_MINUTES = 2.6, 3.2
 RM_VS_DPO_MINUTES = (1.0, 0.6)  # rm_vs_dpo's PPO run and its DPO run (held-out accuracy included), one thread
 MANY = 1024  # rm_vs_dpo's reward model
 PPO_STEPS = 100  # rm_vs_dpo's PPO
@@ -92,6 +95,19 @@ ROWS = [
 # nothing of the run) to show the detector along over-optimization.
 AUDIT = ["--online.refresh_every", "10", "--online.labels_per_refresh", "128", "--online.rm_steps", "0"]
 ONLINE_LABELS = 2048
+
+
+def ppo_minutes(flags: list[str]) -> float:
+    """The up-front minutes of one PPO run of a grid with ``flags``: refreshed or audited online (online_rlhf's
+    rows), else a plain one."""
+    if "--online.refresh_every" not in flags:
+        return PPO_MINUTES
+    return AUDITED_PPO_MINUTES if audited(flags) else REFRESHED_PPO_MINUTES
+
+
+def audited(flags: list[str]) -> bool:
+    """Whether a run's online labels only audit its reward model (--online.rm_steps 0)."""
+    return "--online.rm_steps" in flags and flags[flags.index("--online.rm_steps") + 1] == "0"
 
 
 def _schedule(every: int, labels: int, *more: str) -> list[str]:
@@ -406,7 +422,8 @@ def overoptimization(
     models = models_needed(seeds, pair_counts, any(p == "ensemble" for _, p, _ in wanted))
     runs = [(seed, row) for seed in seeds for row in wanted]
     per_model = SMALL_REWARD_MODEL_MINUTES if rm_flags == RM_FLAGS else REWARD_MODEL_MINUTES
-    minutes = (len(runs) * PPO_MINUTES + len(models) * per_model) / max(1, jobs)
+    run_minutes = [ppo_minutes(flags) for _, (_, _, flags) in runs]
+    minutes = (sum(run_minutes) + len(models) * per_model) / max(1, jobs)
     print(
         f"{name}: {len(runs)} PPO runs of {POLICY_STEPS} steps and {len(models)} reward models, {jobs} at a time: "
         f"about {minutes:.0f} minutes on our 2-core machine (less with the reward models and runs an earlier command "
@@ -427,7 +444,7 @@ def overoptimization(
         calls.append((f"seed {seed}, {label}", policy_run, (out, seed, impl, ppo, accuracy)))
     kept = [run_path(*args[:4]).is_file() for _, _, args in calls]  # by an earlier command: not logged again
     line = lambda result: ", ".join(f"{k}: {v:.3g}" for k, v in result[0].items())  # noqa: E731
-    seconds = PPO_MINUTES * 60 * kept.count(False) / len(calls)
+    seconds = 60 * sum(m for m, done in zip(run_minutes, kept) if not done) / len(calls)
     done = run_all(f"{name} (PPO)", calls, jobs, seconds, line, processes=False)
     results = {(seed, row[0]): result for (seed, row), result in zip(runs, done)}
     figures: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in wanted}
@@ -468,7 +485,7 @@ def online_columns(
         (label for label, pairs, flags in wanted if pairs == 1024 and "--online.max_refreshes" not in flags), None
     )
     for label, pairs, flags in wanted:
-        audit = "--online.rm_steps" in flags and flags[flags.index("--online.rm_steps") + 1] == "0"
+        audit = audited(flags)
         for i, (f, c) in enumerate(zip(figures[label], drawn[label])):
             f["labels trained on"] = float(pairs) if audit or "labels" not in c else c["labels"][-1]
             above = static is not None and static != label
