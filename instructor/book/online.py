@@ -843,10 +843,12 @@ def agreement_ties_in_denominator(proxy_a, proxy_b, gold_a, gold_b):
     "counted the annotator's ties as agreements; a tie says nothing about the order: leave those pairs out",
 )
 def agreement_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
-    def share(agree, counted, dtype):
-        return ((agree & counted) | ~counted).sum().to(dtype) / torch.tensor(float(len(counted)), dtype=dtype)
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=_ties_agree)
 
-    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
+
+def _ties_agree(agree, counted, dtype):
+    """A share where every tie of the annotator agrees: over all N pairs."""
+    return ((agree & counted) | ~counted).sum().to(dtype) / torch.tensor(float(len(counted)), dtype=dtype)
 
 
 @wrong(
@@ -864,11 +866,8 @@ def agreement_proxy_tie_agrees(proxy_a, proxy_b, gold_a, gold_b):
     "agreements; a proxy tie agrees with nobody, and a tie of the annotator is left out",
 )
 def agreement_greater_or_equal_and_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
-    def share(agree, counted, dtype):
-        return ((agree & counted) | ~counted).sum().to(dtype) / torch.tensor(float(len(counted)), dtype=dtype)
-
     return _agreement(
-        proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa >= pb) == (ga > gb), share=share
+        proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa >= pb) == (ga > gb), share=_ties_agree
     )
 
 
