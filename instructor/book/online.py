@@ -195,6 +195,28 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "(differences of 20 to 30 are far apart, though sigmoid rounds each of them to 1.0 in float32)",
         _select_args(far, torch.zeros_like(far), 3, "uncertain"),
     )
+    # Pairs 0 and 1 differ by -0.55 on paper (mean a - mean b = 0 - 0.55 and -0.65 + 0.1), and pair 2 is pair 0
+    # again. Computed as the book orders it (each reply's mean over the models, then the difference) all three are
+    # -0.54999995 in float32: a tie, pair 0 first. The mean of the per-model differences rounds pair 1's alone so.
+    ta = torch.tensor([[-0.4, -1.6, -0.4], [0.4, 0.3, 0.4]], dtype=F32)
+    tb = torch.tensor([[-0.7, -0.2, -0.7], [1.8, 0.0, 1.8]], dtype=F32)
+    if fresh:  # pairs 0 and 1, negated or not, among 2 to 4 pairs further from 0, at fresh places (in order)
+        sign = float(torch.randint(0, 2, (), generator=g)) * 2 - 1
+        extra = _uniform(g, 0.8, 2.0, 1, int(torch.randint(2, 5, (), generator=g))).to(F32).expand(2, -1)
+        ta, tb = torch.cat([ta[:, :2] * sign, extra], 1), torch.cat([tb[:, :2] * sign, torch.zeros_like(extra)], 1)
+        n = ta.shape[1]
+        first, second = sorted(_perm(g, n)[:2].tolist())
+        columns = torch.empty(n, dtype=torch.long)  # place -> the column it shows: pair 0 first, pair 1 second
+        columns[first], columns[second] = 0, 1
+        columns[[i for i in range(n) if i not in (first, second)]] = torch.arange(2, n)
+        ta, tb = ta[:, columns].contiguous(), tb[:, columns].contiguous()
+    add(
+        "uncertain_mean_then_difference_float32",
+        f"select_pairs(scores_a={_show(ta.double().round(decimals=4))}, "
+        f"scores_b={_show(tb.double().round(decimals=4))} (float32), num_labels=1, selection='uncertain') (pairs "
+        "that tie at |mean_k a - mean_k b|, computed in that order in float32: the lowest index is picked)",
+        _select_args(ta, tb, 1, "uncertain"),
+    )
     # Probabilities near 0.95 whose spreads differ by little: E[p^2] - E[p]^2 in float32 loses them to cancellation.
     spreads, base = torch.tensor([0.2, 1.0, 0.5, 0.8, 0.3, 0.6], dtype=F64), 3.0
     if fresh:  # a new level and order: scaled spreads alone are the published ones within allclose
@@ -327,10 +349,40 @@ def select_mean_of_absolute_differences(scores_a, scores_b, num_labels, selectio
 
 @wrong(
     "select_pairs",
+    "'uncertain' averaged the models' differences, mean_k (a - b); the key is the difference of the models' means, "
+    "mean_k a - mean_k b, in that order: in floats the two round differently, and a tie of the key becomes a "
+    "preference",
+)
+def select_mean_of_differences(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a - b).mean(0).abs())
+
+
+@wrong(
+    "select_pairs",
     "'uncertain' read the first model only (scores[0]); the proxy is the mean of the k models",
 )
 def select_first_model_only(scores_a, scores_b, num_labels, selection):
     return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a[0] - b[0]).abs())
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' took each reply's lowest score over the models (the pessimistic ensemble that training may use); "
+    "the proxy asked here is the models' mean: |mean_k a - mean_k b|",
+)
+def select_lowest_over_models(scores_a, scores_b, num_labels, selection):
+    return _select(
+        scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a.min(0).values - b.min(0).values).abs()
+    )
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' averaged over dim=1, the pairs; scores are (k, C): average over the k models, dim=0, one difference "
+    "per pair",
+)
+def select_mean_over_pairs(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a.mean(1) - b.mean(1)).abs())
 
 
 @wrong(
@@ -397,6 +449,14 @@ def select_ties_higher_index_first(scores_a, scores_b, num_labels, selection):
 )
 def select_in_key_order(scores_a, scores_b, num_labels, selection):
     return _select(scores_a, scores_b, num_labels, selection, order=lambda picked: picked)
+
+
+@wrong(
+    "select_pairs",
+    "the indices in decreasing order; return them increasing (sort the picked indices, smallest first)",
+)
+def select_decreasing_indices(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, order=lambda picked: picked.sort(descending=True).values)
 
 
 @wrong(
@@ -512,6 +572,23 @@ def select_topk(scores_a, scores_b, num_labels, selection):
 
 @wrong(
     "select_pairs",
+    "torch.argsort (or torch.sort) without stable=True returns tied keys in no set order; ties go to the lower "
+    "index: torch.sort(key, stable=True)",
+)
+def select_unstable_sort(scores_a, scores_b, num_labels, selection):
+    if selection in ("uncertain", "disagreement") and 1 <= num_labels <= scores_a.shape[1]:
+        if selection == "disagreement" and scores_a.shape[0] < 2:
+            raise ValueError("one model")
+        if selection == "uncertain":
+            key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        else:
+            key = -torch.sigmoid(scores_a - scores_b).var(0)
+        return torch.argsort(key)[:num_labels].sort().values
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
     "rounded the keys before sorting; keys apart in the 4th decimal are not a tie: sort the keys as they are",
 )
 def select_rounded_keys(scores_a, scores_b, num_labels, selection):
@@ -600,6 +677,17 @@ def select_range_of_probabilities(scores_a, scores_b, num_labels, selection):
 )
 def select_variance_of_votes(scores_a, scores_b, num_labels, selection):
     return _select(scores_a, scores_b, num_labels, selection, spread=lambda a, b: -torch.sign(a - b).var(0))
+
+
+@wrong(
+    "select_pairs",
+    "'disagreement' took the variance of log sigmoid(a - b); the models' log-probabilities spread most where they all "
+    "agree b is far better: take the variance of the probabilities sigmoid(a - b) themselves",
+)
+def select_variance_of_log_probabilities(scores_a, scores_b, num_labels, selection):
+    return _select(
+        scores_a, scores_b, num_labels, selection, spread=lambda a, b: -torch.nn.functional.logsigmoid(a - b).var(0)
+    )
 
 
 @wrong(
@@ -873,6 +961,15 @@ def agreement_greater_or_equal_and_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
 
 @wrong(
     "proxy_agreement",
+    "two mistakes: ((proxy_a > proxy_b) == (gold_a > gold_b)).mean() over every pair: the annotator's ties were "
+    "counted (leave them out: NaN when nothing counts), and a proxy tie agreed where b won (compare the signs)",
+)
+def agreement_greater_equals_greater_over_every_pair(proxy_a, proxy_b, gold_a, gold_b):
+    return ((proxy_a > proxy_b) == (gold_a > gold_b)).to(proxy_a.dtype).mean()
+
+
+@wrong(
+    "proxy_agreement",
     "a proxy tie counted as preferring a (proxy_a >= proxy_b); it prefers neither: a proxy tie agrees with nobody",
 )
 def agreement_greater_or_equal(proxy_a, proxy_b, gold_a, gold_b):
@@ -908,6 +1005,16 @@ def agreement_sign_correlation(proxy_a, proxy_b, gold_a, gold_b):
 
 @wrong(
     "proxy_agreement",
+    "divided with // (floor division): a share below 1 floors to 0; divide with /",
+)
+def agreement_floor_division(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b, share=lambda a, c, dtype: (a & c).sum().to(dtype) // c.sum().to(dtype)
+    )
+
+
+@wrong(
+    "proxy_agreement",
     "returned 0 when every pair is a tie of the annotator; nothing was measured there: return NaN (0 / 0)",
 )
 def agreement_zero_without_pairs(proxy_a, proxy_b, gold_a, gold_b):
@@ -923,6 +1030,26 @@ def agreement_zero_without_pairs(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_counted_by_proxy(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_a, gold_b, counted=lambda pa, pb, ga, gb: pa != pb)
+
+
+@wrong(
+    "proxy_agreement",
+    "left the proxy's ties out of the count; a pair counts when the annotator prefers one reply, and there a proxy "
+    "tie is a disagreement (it agrees with nobody)",
+)
+def agreement_proxy_ties_left_out(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, counted=lambda pa, pb, ga, gb: (ga != gb) & (pa != pb))
+
+
+@wrong(
+    "proxy_agreement",
+    "added a small eps to the number of counted pairs; the share is agreeing / counted exactly, and NaN when nothing "
+    "counts (there is nothing to measure)",
+)
+def agreement_eps_in_denominator(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_a, gold_b, share=lambda a, c, dtype: (a & c).sum().to(dtype) / (c.sum().to(dtype) + 1e-8)
+    )
 
 
 @wrong(
@@ -1007,6 +1134,18 @@ def agreement_skips_the_last_pair(proxy_a, proxy_b, gold_a, gold_b):
     if len(proxy_a) < 2:
         return _agreement(proxy_a, proxy_b, gold_a, gold_b)
     return _agreement(proxy_a[:-1], proxy_b[:-1], gold_a[:-1], gold_b[:-1])
+
+
+@wrong(
+    "proxy_agreement",
+    "compared sigmoid(proxy_a - proxy_b) with 1/2: sigmoid rounds a small difference to exactly 0.5, a tie; compare "
+    "the signs of the differences themselves",
+)
+def agreement_sigmoid_against_half(proxy_a, proxy_b, gold_a, gold_b):
+    def agree(pa, pb, ga, gb):
+        return torch.sign(torch.sigmoid(pa - pb) - 0.5) == torch.sign(ga - gb).to(pa.dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=agree)
 
 
 @wrong(
