@@ -65,6 +65,16 @@ def _plain_like(got, expected, any_float: tuple[int, ...] = ()) -> bool:
     )
 
 
+def _other_shape(got, expected) -> bool:
+    """A tensor of the expected dtype but another shape, where one tensor is expected."""
+    return (
+        type(got) is torch.Tensor
+        and type(expected) is torch.Tensor
+        and got.dtype == expected.dtype
+        and got.shape != expected.shape
+    )
+
+
 def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **extra) -> dict:
     """One case dict; ``expected`` is what the key returns on ``args``: every case checks the value.
 
@@ -130,8 +140,12 @@ def _add_catalogued_mistakes(case: dict) -> None:
             result = run_case(variant.fn, case)
         got = result["output"]
         free = tuple(case["outputs"].index(name) for name in case.get("any_float", ()))
-        if result["error"] or not _plain_like(got, case["expected"], free) or result["modes"] != case["modes"]:
+        if result["error"] or result["modes"] != case["modes"]:
             continue  # the generic checks tell these (a model left in another mode: whatever its dropout drew)
+        if not _plain_like(got, case["expected"], free):
+            if _other_shape(got, case["expected"]):  # the check tells the shape, and names the mistakes that make it
+                case["mistakes"].setdefault(variant.diagnosis, got)
+            continue
         if _differs(got, case["expected"]):
             case["mistakes"].setdefault(variant.diagnosis, got)
             _mark(case, variant)

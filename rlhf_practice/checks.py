@@ -306,7 +306,9 @@ def compare(
             extra = " Same number of elements: flatten the result back to the shape of the input."
         elif actual.dtype == torch.bool and expected.dtype != torch.bool:
             extra = " A bool result, one per element: a mask? Return the indices it marks (mask.nonzero().squeeze(1))."
-        return f"{what}: returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape).{extra}"
+        named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
+        shape = f"returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape)"
+        return f"{what}: {shape}.{named or extra}"
     named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
     if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
         # Which step made the NaN is known only when a recorded mistake makes the same one.

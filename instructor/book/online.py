@@ -47,6 +47,20 @@ def _fresh_book(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             return a.to(F32), b.to(F32)
 
 
+def _tie_among_others(g: torch.Generator, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh place for a float32 tie of pairs 0 and 1 of (k, 2) scores: negated or not, among 2 to 4 pairs whose
+    difference is 0.8 to 2 (further from 0), pair 0 still before pair 1."""
+    sign = float(torch.randint(0, 2, (), generator=g)) * 2 - 1
+    extra = _uniform(g, 0.8, 2.0, 1, int(torch.randint(2, 5, (), generator=g))).to(F32).expand(a.shape[0], -1)
+    a, b = torch.cat([a * sign, extra], 1), torch.cat([b * sign, torch.zeros_like(extra)], 1)
+    n = a.shape[1]
+    first, second = sorted(_perm(g, n)[:2].tolist())
+    columns = torch.empty(n, dtype=torch.long)  # place -> the column it shows: pair 0 first, pair 1 second
+    columns[first], columns[second] = 0, 1
+    columns[[i for i in range(n) if i not in (first, second)]] = torch.arange(2, n)
+    return a[:, columns].contiguous(), b[:, columns].contiguous()
+
+
 @cases_of("select_pairs")
 def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
@@ -200,21 +214,26 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     # -0.54999995 in float32: a tie, pair 0 first. The mean of the per-model differences rounds pair 1's alone so.
     ta = torch.tensor([[-0.4, -1.6, -0.4], [0.4, 0.3, 0.4]], dtype=F32)
     tb = torch.tensor([[-0.7, -0.2, -0.7], [1.8, 0.0, 1.8]], dtype=F32)
-    if fresh:  # pairs 0 and 1, negated or not, among 2 to 4 pairs further from 0, at fresh places (in order)
-        sign = float(torch.randint(0, 2, (), generator=g)) * 2 - 1
-        extra = _uniform(g, 0.8, 2.0, 1, int(torch.randint(2, 5, (), generator=g))).to(F32).expand(2, -1)
-        ta, tb = torch.cat([ta[:, :2] * sign, extra], 1), torch.cat([tb[:, :2] * sign, torch.zeros_like(extra)], 1)
-        n = ta.shape[1]
-        first, second = sorted(_perm(g, n)[:2].tolist())
-        columns = torch.empty(n, dtype=torch.long)  # place -> the column it shows: pair 0 first, pair 1 second
-        columns[first], columns[second] = 0, 1
-        columns[[i for i in range(n) if i not in (first, second)]] = torch.arange(2, n)
-        ta, tb = ta[:, columns].contiguous(), tb[:, columns].contiguous()
+    if fresh:
+        ta, tb = _tie_among_others(g, ta[:, :2], tb[:, :2])
     add(
         "uncertain_mean_then_difference_float32",
         f"select_pairs(scores_a={_show(ta.double().round(decimals=4))}, "
         f"scores_b={_show(tb.double().round(decimals=4))} (float32), num_labels=1, selection='uncertain') (pairs "
         "that tie at |mean_k a - mean_k b|, computed in that order in float32: the lowest index is picked)",
+        _select_args(ta, tb, 1, "uncertain"),
+    )
+    # Three models: pairs 0 and 1 differ by 0.2 on paper (mean a - mean b = 0 + 0.2 and -0.8 + 1.0), both 0.19999999
+    # in float32 as the book computes them: a tie. The sums over the models (0.59999996 and 0.5999999) are none.
+    ta = torch.tensor([[-0.8, 1.0], [0.4, -1.8], [0.4, -1.6]], dtype=F32)
+    tb = torch.tensor([[-0.7, -1.0], [0.0, -0.9], [0.1, -1.1]], dtype=F32)
+    if fresh:
+        ta, tb = _tie_among_others(g, ta, tb)
+    add(
+        "uncertain_mean_not_sum_float32",
+        f"select_pairs(scores_a={_show(ta.double().round(decimals=4))}, "
+        f"scores_b={_show(tb.double().round(decimals=4))} (float32), num_labels=1, selection='uncertain') (3 models; "
+        "pairs that tie at |mean_k a - mean_k b| in float32, though not at |sum_k a - sum_k b|: the lowest index)",
         _select_args(ta, tb, 1, "uncertain"),
     )
     # Probabilities near 0.95 whose spreads differ by little: E[p^2] - E[p]^2 in float32 loses them to cancellation.
@@ -239,6 +258,17 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                     f"select_pairs on random {dtype} scores, k={k}, C={c}, num_labels={m}, selection={selection!r}",
                     _select_args(a.to(dtype), b.to(dtype), m, selection),
                 )
+    # Many ties in a mixed order: 4 levels of difference among 100 pairs. numpy's and torch's unstable sorts
+    # reorder the pairs of one level; a stable sort keeps them in index order.
+    c = 100 if not fresh else int(torch.randint(80, 160, (), generator=g))
+    levels = torch.tensor([0.0, 0.25, 0.5, 0.75]) * (1.0 if not fresh else _uniform(g, 0.5, 2.0, 1).item())
+    mixed = levels[torch.randint(0, 4, (c,), generator=rng)].expand(2, -1).contiguous()
+    add(
+        "uncertain_many_ties",
+        f"select_pairs on {c} pairs whose differences take 4 values ({_show(levels)}), num_labels={c // 3}, "
+        "selection='uncertain' (within a value, the lower indices first)",
+        _select_args(mixed, torch.zeros_like(mixed), c // 3, "uncertain"),
+    )
     return cases
 
 
@@ -456,7 +486,7 @@ def select_in_key_order(scores_a, scores_b, num_labels, selection):
     "the indices in decreasing order; return them increasing (sort the picked indices, smallest first)",
 )
 def select_decreasing_indices(scores_a, scores_b, num_labels, selection):
-    return _select(scores_a, scores_b, num_labels, selection, order=lambda picked: picked.sort(descending=True).values)
+    return _select(scores_a, scores_b, num_labels, selection).sort(descending=True).values
 
 
 @wrong(
@@ -487,7 +517,8 @@ def select_random_from_one(scores_a, scores_b, num_labels, selection):
 
 @wrong(
     "select_pairs",
-    "wrong output shape",
+    "kept every pair whose key is at most the M-th smallest: pairs tied at the M-th place all came back (more than "
+    "M); take exactly M pairs, the lower index first among ties",
 )
 def select_threshold_at_mth_key(scores_a, scores_b, num_labels, selection):
     if selection == "uncertain" and 1 <= num_labels <= scores_a.shape[1]:
@@ -506,6 +537,39 @@ def select_variance_of_confidence(scores_a, scores_b, num_labels, selection):
         scores_a, scores_b, num_labels, selection,
         spread=lambda a, b: -(torch.sigmoid(a - b) - 0.5).abs().var(0),
     )  # fmt: skip
+
+
+@wrong(
+    "select_pairs",
+    "took the M smallest distinct keys (torch.unique) and every pair that holds one: tied pairs all came back "
+    "(more than M); take exactly M pairs, the lower index first among ties",
+)
+def select_smallest_distinct_keys(scores_a, scores_b, num_labels, selection):
+    if selection == "uncertain" and 1 <= num_labels <= scores_a.shape[1]:
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        return torch.nonzero(torch.isin(key, torch.unique(key)[:num_labels])).squeeze(1)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "summed the models' scores instead of averaging them: the same order on paper, but in floats |sum_k a - sum_k b| "
+    "breaks ties that |mean_k a - mean_k b| keeps (and keeps some it breaks); take the mean",
+)
+def select_sum_over_models(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a.sum(0) - b.sum(0)).abs())
+
+
+@wrong(
+    "select_pairs",
+    "numpy's argsort (quicksort by default) is not stable: pairs of equal keys come back in no set order; use "
+    "torch.sort(key, stable=True) (or np.argsort(..., kind='stable'))",
+)
+def select_numpy_argsort(scores_a, scores_b, num_labels, selection):
+    if selection == "uncertain" and 1 <= num_labels <= scores_a.shape[1]:
+        key = (scores_a.mean(0) - scores_b.mean(0)).abs()
+        return torch.from_numpy(key.numpy().argsort()[:num_labels].copy()).sort().values
+    return _select(scores_a, scores_b, num_labels, selection)
 
 
 @wrong(
@@ -877,6 +941,19 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
                 f"proxy_agreement on {n} random {dtype} pairs, gold among -1, 0, 1/3, 1 (ties happen)",
                 _agreement_args(pa, pb.to(dtype), ga.to(dtype), gb.to(dtype)),
             )
+    # A pair both tie (pair 0): the annotator's tie leaves it out, whatever the proxy says (sign 0 == sign 0 is no
+    # agreement); of the other three the proxy orders two as the annotator: 2/3.
+    pa, pb = torch.tensor([0.3, 0.9, -0.2, 0.4]), torch.tensor([0.3, 0.1, 0.6, -0.5])
+    ga, gb = torch.tensor([0.5, 1.0, 1.0, 0.0]), torch.tensor([0.5, 0.0, 0.0, -1.0])
+    if fresh:
+        order, shift = _perm(g, 4), _uniform(g, -0.5, 0.5, 1).item()
+        pa, pb, ga, gb = pa[order] + shift, pb[order] + shift, ga[order], gb[order]
+    add(
+        "a_pair_both_tie",
+        f"proxy_agreement(proxy_a={_show(pa)}, proxy_b={_show(pb)}, gold_a={_show(ga)}, gold_b={_show(gb)}) (one pair "
+        "ties for both: it does not count; 2/3)",
+        _agreement_args(pa, pb, ga, gb),
+    )
     return cases
 
 
@@ -974,6 +1051,18 @@ def agreement_greater_equals_greater_over_every_pair(proxy_a, proxy_b, gold_a, g
 )
 def agreement_greater_or_equal(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_a, gold_b, agree=lambda pa, pb, ga, gb: (pa >= pb) == (ga > gb))
+
+
+@wrong(
+    "proxy_agreement",
+    "counted a pair that both tie (sign 0 == sign 0) as an agreement; a tie of the annotator leaves the pair out "
+    "whatever the proxy says: count agreements among the counted pairs only",
+)
+def agreement_both_ties_agree(proxy_a, proxy_b, gold_a, gold_b):
+    def share(agree, counted, dtype):
+        return agree.sum().to(dtype) / counted.sum().to(dtype)
+
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=share)
 
 
 @wrong(

@@ -111,7 +111,7 @@ def test_best_of_n_sorted_the_wrong_way_fails_its_gate_and_a_right_variant_passe
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)  # 130 s measured on a busy 2-core machine: a CI machine can be 2.4 times slower
 def test_the_table_and_the_csv_show_each_gate(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "stubs"
     folder.mkdir()
