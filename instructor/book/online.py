@@ -197,6 +197,19 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "apart in the 4th decimal are not a tie)",
         _select_args(close, torch.zeros_like(close), 2, "uncertain"),
     )
+    # Float64 scores whose differences show in 64 bits only: pair 0 is 1e-10 further from a tie than pair 1. In
+    # float32 both are 1.0, a tie that the lower index (pair 0) would win.
+    t, v = (1e-10, 1.0) if not fresh else (_uniform(g, 1, 50, 1).item() * 1e-11, _uniform(g, 0.8, 1.5, 1).item())
+    fine = torch.tensor([[v + t, v, 0.5 * v]], dtype=F64)
+    if fresh:  # pair 0 stays before pair 1; the third pair anywhere
+        third = int(torch.randint(0, 3, (), generator=g))
+        fine = fine[:, [c for c in ([0, 1][:third] + [2] + [0, 1][third:])]]
+    add(
+        "uncertain_float64_differences",
+        f"select_pairs(scores_a={_show(fine)} (float64), scores_b=zeros, num_labels=2, selection='uncertain') "
+        f"(differences apart by {t:.2g}: no tie in float64, the scores' dtype)",
+        _select_args(fine, torch.zeros_like(fine), 2, "uncertain"),
+    )
     far = torch.tensor([[30.0, 0.1, 20.0, 25.0]], dtype=F32)
     if fresh:  # the largest difference stays first: a sigmoid distance then keeps it (the lower index of three ties)
         far = torch.cat(
@@ -663,6 +676,15 @@ def select_rounded_keys(scores_a, scores_b, num_labels, selection):
         return -torch.round(torch.sigmoid(a - b).var(0), decimals=3)
 
     return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure, spread=spread)
+
+
+@wrong(
+    "select_pairs",
+    "computed the keys in float32 (.float()): float64 scores whose differences are apart by 1e-10 became a tie; "
+    "compute in the scores' own dtype",
+)
+def select_in_float32(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a.float(), scores_b.float(), num_labels, selection)
 
 
 @wrong(
@@ -1257,6 +1279,27 @@ def agreement_close_gold_is_a_tie(proxy_a, proxy_b, gold_a, gold_b):
         proxy_a, proxy_b, gold_a, gold_b,
         counted=lambda pa, pb, ga, gb: ~torch.isclose(ga.to(pa.dtype), gb.to(pa.dtype)),
     )  # fmt: skip
+
+
+@wrong(
+    "proxy_agreement",
+    "cast the proxy's scores to the gold's dtype: with integer gold they are truncated (0.4 and 0.9 both become 0, a "
+    "tie); compare each side in its own dtype",
+)
+def agreement_proxy_in_gold_dtype(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a.to(gold_a.dtype), proxy_b.to(gold_a.dtype), gold_a, gold_b).to(proxy_a.dtype)
+
+
+@wrong(
+    "proxy_agreement",
+    "two mistakes: compared with the annotator's order reversed (sign(gold_b - gold_a)), and divided by every pair "
+    "(the annotator's ties counted as disagreements); compare sign(proxy_a - proxy_b) with sign(gold_a - gold_b) on "
+    "the pairs with gold_a != gold_b",
+)
+def agreement_gold_reversed_over_every_pair(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(
+        proxy_a, proxy_b, gold_b, gold_a, counted=lambda pa, pb, ga, gb: torch.ones_like(ga, dtype=torch.bool)
+    )
 
 
 @wrong(
