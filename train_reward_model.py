@@ -42,7 +42,6 @@ import torch
 from transformers import GPT2ForSequenceClassification
 
 from rlhf_practice.config import RewardModelConfig, parse_config
-from rlhf_practice.errors import ConfigError
 from rlhf_practice.preferences import (
     PairBatch,
     PairData,
@@ -50,6 +49,7 @@ from rlhf_practice.preferences import (
     flush_left,
     load_pairs,
     pair_stats,
+    reward_model_from_policy,
     reward_step,
     split_pairs,
     write_pairs,
@@ -82,7 +82,8 @@ def main() -> None:
         )
         run.logger.notes.update(pairs_file=str(source), train_pairs=len(train), heldout_pairs=len(heldout))
 
-        model = reward_model_from_policy(run)
+        model = reward_model_from_policy(run.policy.lm, run.tokenizer.pad_token_id, config.num_layers, config.seed)
+        model.to(run.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
         batches = train.batches(config.train_batch_size, config.seed)
         tokens = 0
@@ -182,33 +183,6 @@ def fresh_samples(run: TrainingRun) -> tuple[PairBatch, torch.Tensor, list[str],
         torch.cat([r.prompt_lengths for r in rows])[:n],
     )
     return batch, torch.cat(gold)[:n].float(), prompts[:n], replies[:n]
-
-
-def reward_model_from_policy(run: TrainingRun) -> GPT2ForSequenceClassification:
-    """GPT2ForSequenceClassification with one label, its transformer the policy's as it is now (after
-    the warm-up of sort and add, if any) and its score head new (seeded); pad_token_id the tokenizer's.
-    With ``--num_layers N`` its transformer is the policy's embeddings and first N blocks (and final layer
-    norm). Raises ConfigError when the policy has fewer blocks."""
-    lm = run.policy.lm
-    config = lm.config.__class__.from_dict(lm.config.to_dict())
-    config.num_labels = 1
-    config.pad_token_id = run.tokenizer.pad_token_id
-    config.architectures = ["GPT2ForSequenceClassification"]
-    layers = run.config.num_layers or config.n_layer
-    if layers > config.n_layer:
-        raise ConfigError(
-            f"num_layers={layers} is more than the policy's {config.n_layer} blocks; give 1 to {config.n_layer}, "
-            "or 0 for all of them."
-        )
-    config.n_layer = layers
-    torch.manual_seed(run.config.seed)
-    model = GPT2ForSequenceClassification(config).to(run.device)
-    kept = {
-        k: v for k, v in lm.transformer.state_dict().items() if not k.startswith("h.") or int(k.split(".")[1]) < layers
-    }
-    model.transformer.load_state_dict(kept)
-    model.eval()  # no dropout, as the policy in every run here: scores of a sequence are deterministic
-    return model
 
 
 def save_reward_model(

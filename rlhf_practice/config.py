@@ -208,6 +208,8 @@ class OnlineConfig(Settings):
     """Which fresh pairs get labels: "random", "uncertain" (the proxy's score difference nearest 0) or "disagreement" (an ensemble's models disagree most)."""
     replay: bool = True
     """Train each refresh on every pair so far (the reward model's own training pairs included); --online.no_replay: on the new pairs only."""
+    retrain: bool = False
+    """Each refresh trains a new reward model (the starting policy's trunk and a new head, as train_reward_model.py starts) instead of training the current one on."""
     rm_steps: int = setting(100, NOT_NEGATIVE)
     """Adam steps of each refresh (batches of rm_batch_size pairs); 0 = audit only: label and log online/proxy_accuracy, train nothing."""
     rm_batch_size: int = setting(32, POSITIVE)

@@ -24,7 +24,9 @@ which
    implementation's ``get_reward`` and ``reward_loss`` on every pair so far (the model's own training pairs,
    its ``train_pairs.jsonl``, and every labelled pair of this run: ``online.replay``), or on this refresh's
    pairs only (``--online.no_replay``: such a model forgets what it learned before). The score's
-   normalisation stays the one of reward_model.json. ``--online.rm_steps 0`` trains nothing: the labels then
+   normalisation stays the one of reward_model.json. ``--online.retrain``: each refresh starts a new model instead
+   (the starting policy's trunk and a new head, as train_reward_model.py starts; kept from the start of the
+   run). ``--online.rm_steps 0`` trains nothing: the labels then
    only audit the static reward model (steps 1-4), and the run trains exactly as without them.
 
 The annotator's score enters the update only through the refreshed reward model; the run's ``reward/gold`` is
@@ -40,7 +42,7 @@ import torch
 
 from rlhf_practice.course import raised
 from rlhf_practice.errors import ConfigError, TrainingError
-from rlhf_practice.preferences import PairData, rank_pairs, read_pairs, reward_step
+from rlhf_practice.preferences import PairData, rank_pairs, read_pairs, reward_model_from_policy, reward_step
 
 if TYPE_CHECKING:
     from rlhf_practice.config import OnlineConfig
@@ -77,6 +79,14 @@ class OnlineLabels:
                         "reward_model folder of a train_reward_model.py run, or --online.no_replay."
                     )
                 self.own_pairs.append(read_pairs(path, "online.replay"))
+        self.starts: list[dict[str, torch.Tensor]] = []  # --online.retrain: each model's starting weights
+        if self.settings.retrain:
+            for member in reward.members:
+                with torch.random.fork_rng(devices=[]):  # the new head's draws leave the run's numbers as they were
+                    start = reward_model_from_policy(
+                        run.policy.lm, member.model.config.pad_token_id, member.model.config.n_layer, run.config.seed
+                    )
+                self.starts.append({k: v.to(run.device) for k, v in start.state_dict().items()})
 
     def due(self, step: int) -> bool:
         """A refresh starts step ``step``: after every ``refresh_every`` steps, at most ``max_refreshes`` times."""
@@ -197,6 +207,8 @@ class OnlineLabels:
             pairs = self.own_pairs[k] + self.labelled if settings.replay else new
             data = PairData(pairs, run.tokenizer, run.policy.max_length, "online pairs")
             model = member.model.requires_grad_(True)
+            if settings.retrain:
+                model.load_state_dict(self.starts[k])
             optimizer = torch.optim.Adam(model.parameters(), lr=settings.rm_learning_rate)
             batches = data.batches(settings.rm_batch_size, run.config.seed + self.refreshes)
             for _ in range(settings.rm_steps):
@@ -249,7 +261,9 @@ def describe(settings: OnlineConfig) -> str:
     trained = (
         "nothing (an audit)"
         if s.rm_steps == 0
-        else f"{s.rm_steps} steps on " + ("every pair so far" if s.replay else "the new pairs only")
+        else ("anew from the starting policy, " if s.retrain else "")
+        + f"{s.rm_steps} steps on "
+        + ("every pair so far" if s.replay else "the new pairs only")
     )
     return (
         f"online: every {s.refresh_every} steps{most}, the annotator's labels of {s.labels_per_refresh} pairs of the "

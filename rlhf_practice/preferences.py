@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 from rlhf_practice.config import PAIRS_SUFFIXES, PairsConfig
-from rlhf_practice.errors import DataError
+from rlhf_practice.errors import ConfigError, DataError
 from rlhf_practice.tracking import check_finite
 
 if TYPE_CHECKING:
@@ -526,3 +526,32 @@ def pair_stats(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, torch.
         "min_reward": both.min(),
         "max_reward": both.max(),
     }
+
+
+def reward_model_from_policy(lm: nn.Module, pad_token_id: int, num_layers: int, seed: int) -> nn.Module:
+    """A GPT2ForSequenceClassification with one label (on the CPU): its transformer the policy ``lm``'s as it is now
+    (after the warm-up of sort and add, if any), its score head new (drawn with ``seed``), pad_token_id the
+    tokenizer's. With ``num_layers`` N > 0 its transformer is the policy's embeddings and first N blocks (and final
+    layer norm). train_reward_model.py starts from it; so does each refresh of ``--online.retrain``. Raises
+    ConfigError when the policy has fewer blocks."""
+    from transformers import GPT2ForSequenceClassification
+
+    config = lm.config.__class__.from_dict(lm.config.to_dict())
+    config.num_labels = 1
+    config.pad_token_id = pad_token_id
+    config.architectures = ["GPT2ForSequenceClassification"]
+    layers = num_layers or config.n_layer
+    if layers > config.n_layer:
+        raise ConfigError(
+            f"num_layers={layers} is more than the policy's {config.n_layer} blocks; give 1 to {config.n_layer}, "
+            "or 0 for all of them."
+        )
+    config.n_layer = layers
+    torch.manual_seed(seed)
+    model = GPT2ForSequenceClassification(config)
+    kept = {
+        k: v for k, v in lm.transformer.state_dict().items() if not k.startswith("h.") or int(k.split(".")[1]) < layers
+    }
+    model.transformer.load_state_dict(kept)
+    model.eval()  # no dropout, as the policy in every run here: scores of a sequence are deterministic
+    return model

@@ -121,6 +121,7 @@ ONLINE_ROWS = [
     ("static RM on 2048 pairs (label-matched control)", 2048, ["--beta", "0"]),
     ("refresh every 20 steps, 256 labels, 4 times", 1024, _schedule(20, 256)),
     ("refresh every 10 steps, 128 labels, 8 times", 1024, _schedule(10, 128)),
+    ("retrained every 10 steps, 128 labels, 8 times", 1024, _schedule(10, 128, "--online.retrain")),
     ("refresh every 20 steps, 256 labels, 4 times, new pairs only", 1024, _schedule(20, 256, "--online.no_replay")),
     (
         "refresh every 20 steps, 256 uncertain of 1024, 4 times",

@@ -100,6 +100,22 @@ def test_an_audit_trains_nothing_and_changes_nothing(tmp_path: Path, capsys, onl
     assert "online/rm_loss" not in _metrics(audited)[-1]
 
 
+def test_a_retrained_refresh_starts_a_new_model(tmp_path: Path, capsys, online_impl: str, rm_run: Path) -> None:
+    base = ["--impl", online_impl, "--level", "token", "--reward_model", str(rm_run / "reward_model")]
+    base += ["--num_steps", "2", "--seed", "1", "--online.refresh_every", "1", *TINY_ONLINE]
+    base += ["--online.rm_learning_rate", "1e-9"]  # the made model's head is drawn with seed 0, a new one with 1
+    code_on, _, trained_on = run_script("ppo", tmp_path, *base, name="trained_on")
+    code_new, _, retrained = run_script("ppo", tmp_path, *base, "--online.retrain", name="retrained")
+    err = capsys.readouterr().err
+    assert (code_on, code_new) == (0, 0), err
+    assert "the reward model trained anew from the starting policy, 2 steps on every pair so far" in err
+    (first_on, second_on), (first_new, second_new) = _metrics(trained_on), _metrics(retrained)
+    assert first_new == first_on, "the same run until the first refresh"
+    # At a learning rate of 1e-9 the model trained on scores as before; the retrained one is a new head's.
+    assert second_new["reward/mean"] != second_on["reward/mean"], "the refresh started from the starting policy"
+    assert second_new["reward/gold"] == second_on["reward/gold"], "the same replies, scored by another model"
+
+
 def test_replay_needs_the_models_pairs(tmp_path: Path, capsys, online_impl: str, rm_run: Path) -> None:
     lonely = tmp_path / "lonely"
     shutil.copytree(rm_run / "reward_model", lonely / "reward_model")
