@@ -74,7 +74,7 @@ def proxy_agreement(
 
     Args:
         proxy_a, proxy_b: (N,) float: the proxy's scores of each pair's two replies.
-        gold_a, gold_b: (N,) float (or integer): the annotator's scores of the same replies.
+        gold_a, gold_b: (N,) float (or a signed integer): the annotator's scores of the same replies.
 
     Returns:
         0-dim tensor of the proxy's dtype: agreeing pairs / counted pairs; NaN when no pair counts (every pair is

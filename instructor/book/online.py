@@ -47,6 +47,16 @@ def _fresh_book(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             return a.to(F32), b.to(F32)
 
 
+def _unchanged(add):
+    """``add`` whose every case also checks that the function leaves its inputs as they were."""
+
+    def add_unchanged(*args, **extra):
+        extra.setdefault("unmodified", True)
+        return add(*args, **extra)
+
+    return add_unchanged
+
+
 def _tie_among_others(g: torch.Generator, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A fresh place for a float32 tie of pairs 0 and 1 of (k, 2) scores: negated or not, among 2 to 4 pairs whose
     difference is 0.8 to 2 (further from 0), pair 0 still before pair 1."""
@@ -64,7 +74,7 @@ def _tie_among_others(g: torch.Generator, a: torch.Tensor, b: torch.Tensor) -> t
 @cases_of("select_pairs")
 def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "select_pairs", fresh)
+    add = _unchanged(_adder(key, cases, "select_pairs", fresh))
     a, b = torch.tensor(BOOK_A), torch.tensor(BOOK_B)
     example = "the §16.2 example (2 models x 6 pairs)"
     if fresh:
@@ -150,6 +160,13 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
             f"all_pairs_{selection}",
             f"select_pairs on 2 models x 8 pairs, num_labels=8 (every pair), selection={selection!r}",
             _select_args(a, b, 8, selection),
+        )
+    one = torch.tensor([[0.3], [-0.2]]) if not fresh else _uniform(g, -2, 2, 2, 1).to(F32)
+    for selection in SELECTIONS:
+        add(
+            f"one_pair_{selection}",
+            f"select_pairs on 2 models x 1 pair (C = 1), num_labels=1, selection={selection!r} (the one pair: [0])",
+            _select_args(one, one.flip(0), 1, selection),
         )
     for m in (0, 9):
         add(
@@ -840,7 +857,7 @@ def _gold_values(g: torch.Generator, n: int, dtype=F64) -> torch.Tensor:
 @cases_of("proxy_agreement")
 def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "proxy_agreement", fresh)
+    add = _unchanged(_adder(key, cases, "proxy_agreement", fresh))
     pa, pb, ga, gb = (torch.tensor(v) for v in (BOOK_PROXY_A, BOOK_PROXY_B, BOOK_GOLD_A, BOOK_GOLD_B))
     example = "the §16.3 example (8 pairs: 2 gold ties, 1 proxy tie)"
     if fresh:
