@@ -955,9 +955,12 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     )
     pa, pb = torch.tensor([0.5, 0.1, -0.2, 0.3]), torch.tensor([0.2, 0.4, 0.0, 0.3])
     ga, gb = torch.tensor([2, 1, 0, 1]), torch.tensor([1, 1, 3, 0])
-    if fresh:
+    if fresh:  # pair 0, at a fresh place, agrees with a proxy apart by less than 1 (a cast to int64 ties it)
         pa, pb = _uniform(g, -1, 1, 6, dtype=F32), _uniform(g, -1, 1, 6, dtype=F32)
         ga, gb = torch.randint(0, 4, (6,), generator=g), torch.randint(0, 4, (6,), generator=g)
+        pa[0], pb[0], ga[0], gb[0] = 0.5 + pa[0].abs() / 4, 0.2 - pb[0].abs() / 4, 3, 1
+        order = _perm(g, 6)
+        pa, pb, ga, gb = pa[order], pb[order], ga[order], gb[order]
     add(
         "integer_gold",
         "proxy_agreement with int64 gold scores (the result has the proxy's dtype)",
