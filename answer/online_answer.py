@@ -32,7 +32,7 @@ def select_pairs(scores_a: torch.Tensor, scores_b: torch.Tensor, num_labels: int
     picked first. Either way the result lists the picked indices in increasing order.
 
     Args:
-        scores_a: (k, C) float: row j holds reward model j's (normalised) scores of the C pairs' first replies.
+        scores_a: (k, C) float32 or float64: row j holds reward model j's (normalised) scores of the C pairs' first replies.
         scores_b: (k, C) float: the same models' scores of the C pairs' second replies.
         num_labels: M, the labels to spend: 1 <= M <= C, else ValueError.
         selection: "random", "uncertain" or "disagreement"; anything else raises ValueError, and so does
@@ -73,12 +73,13 @@ def proxy_agreement(
     held-out accuracy; where the policy found the proxy's mistakes it falls toward chance (1/2) and below.
 
     Args:
-        proxy_a, proxy_b: (N,) float: the proxy's scores of each pair's two replies.
-        gold_a, gold_b: (N,) float (or a signed integer): the annotator's scores of the same replies.
+        proxy_a, proxy_b: (N,) float32 or float64: the proxy's scores of each pair's two replies.
+        gold_a, gold_b: (N,) float32, float64 or int64: the annotator's scores of the same replies.
 
     Returns:
         0-dim tensor of the proxy's dtype: agreeing pairs / counted pairs; NaN when no pair counts (every pair is
-        a tie: there is nothing to measure). No gradient is needed. The inputs are not modified.
+        a tie: there is nothing to measure). The result is only logged, never differentiated: whether it
+        keeps a graph does not matter. The inputs are not modified.
     """
     counted = gold_a != gold_b
     agree = torch.sign(proxy_a - proxy_b) == torch.sign(gold_a - gold_b).to(proxy_a.dtype)

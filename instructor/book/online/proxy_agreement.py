@@ -532,3 +532,21 @@ def agreement_in_place(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_gold_reversed(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_b, gold_a)
+
+
+@wrong(
+    "proxy_agreement",
+    "divided the two integer counts (int64 / int64 gives torch's default float32) and cast the share afterwards: a "
+    "float64 proxy's share is rounded to float32 (2/3 became 0.66666669); cast the counts to the proxy's dtype first",
+)
+def agreement_integer_counts_divided(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a, gold_b, share=lambda a, c, dtype: ((a & c).sum() / c.sum()).to(dtype))
+
+
+@wrong(
+    "proxy_agreement",
+    "cast the annotator's scores to integers (.long()): 1/3 became 0, so pairs it prefers by a fraction became ties "
+    "or changed order; compare the gold scores as they are",
+)
+def agreement_gold_to_integers(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a, proxy_b, gold_a.long(), gold_b.long())

@@ -803,3 +803,21 @@ def select_most_certain_in_key_order(scores_a, scores_b, num_labels, selection):
     return _select(
         scores_a, scores_b, num_labels, selection, descending=selection == "uncertain", order=lambda picked: picked
     )
+
+
+@wrong(
+    "select_pairs",
+    "broke ties with a small jitter (the key plus 1e-6 x the index): keys apart by less than the jitter swap their "
+    "order; sort the keys as they are, stably (torch.sort(key, stable=True) puts a tie's lower index first)",
+)
+def select_jitter_tie_break(scores_a, scores_b, num_labels, selection):
+    def jitter(a):
+        return 1e-6 * torch.arange(a.shape[1], dtype=a.dtype)
+
+    def unsure(a, b):
+        return (a.mean(0) - b.mean(0)).abs() + jitter(a)
+
+    def spread(a, b):
+        return -(torch.sigmoid(a - b).var(0) - jitter(a))
+
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure, spread=spread)
