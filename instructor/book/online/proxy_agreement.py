@@ -170,6 +170,22 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "ties for both: it does not count; 2/3)",
         _agreement_args(pa, pb, ga, gb),
     )
+    # A float64 proxy apart by 1e-12 on two pairs: preferences in float64, ties if cast to float32; it disagrees
+    # plainly on the third pair, the fourth is the annotator's tie: 2/3.
+    apart, level = (1e-12, 1.0) if not fresh else (_uniform(g, 2, 9, 1).item() * 1e-13, _uniform(g, 0.5, 1.5, 1).item())
+    pa = torch.tensor([level + apart, 0.5, 0.2, 0.3], dtype=F64)
+    pb = torch.tensor([level, 0.5 + apart, 0.9, 0.3], dtype=F64)
+    ga, gb = torch.tensor([1.0, 0.0, 1.0, 0.5], dtype=F64), torch.tensor([0.0, 1.0, 0.0, 0.5], dtype=F64)
+    if fresh:
+        order = _perm(g, 4)
+        pa, pb, ga, gb = pa[order], pb[order], ga[order], gb[order]
+    add(
+        "float64_proxy_apart_in_float32_ties",
+        f"proxy_agreement with a float64 proxy apart by {apart:.3g} on two pairs, which the annotator orders the same "
+        "way (preferences in float64, ties only if cast to float32; a plain disagreement and a tie of the annotator "
+        "besides: 2/3)",
+        _agreement_args(pa, pb, ga, gb),
+    )
     return cases
 
 
@@ -550,3 +566,12 @@ def agreement_integer_counts_divided(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_gold_to_integers(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a, proxy_b, gold_a.long(), gold_b.long())
+
+
+@wrong(
+    "proxy_agreement",
+    "compared the proxy's scores in float32 (.float()): float64 scores apart by 1e-12 became ties; compare them in "
+    "the proxy's own dtype",
+)
+def agreement_proxy_in_float32(proxy_a, proxy_b, gold_a, gold_b):
+    return _agreement(proxy_a.float(), proxy_b.float(), gold_a, gold_b).to(proxy_a.dtype)

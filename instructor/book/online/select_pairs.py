@@ -272,6 +272,21 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "selection='uncertain' (within a value, the lower indices first)",
         _select_args(mixed, torch.zeros_like(mixed), c // 3, "uncertain"),
     )
+    # A key equal on paper under another monotone map is not equal in floats: a difference of 1e-30 squares to 0 in
+    # float32, a tie with a difference of 0 that the lower index would win.
+    t = 1e-30 if not fresh else _uniform(g, 1, 9, 1).item() * 10.0 ** -int(torch.randint(24, 33, (), generator=g))
+    tiny = torch.tensor([[t, 0.0, 0.5]], dtype=F32) * (
+        1 if not fresh else float(torch.randint(0, 2, (), generator=g)) * 2 - 1
+    )
+    if fresh:  # the tiny difference stays before the zero one; the third pair anywhere
+        third = int(torch.randint(0, 3, (), generator=g))
+        tiny = tiny[:, [c for c in ([0, 1][:third] + [2] + [0, 1][third:])]]
+    add(
+        "uncertain_tiny_difference",
+        f"select_pairs(scores_a={_show(tiny)} (float32), scores_b=zeros, num_labels=1, selection='uncertain') (a "
+        f"difference of {t:.2g} is not a tie with 0, though its square underflows to 0 in float32)",
+        _select_args(tiny, torch.zeros_like(tiny), 1, "uncertain"),
+    )
     return cases
 
 
@@ -821,3 +836,12 @@ def select_jitter_tie_break(scores_a, scores_b, num_labels, selection):
         return -(torch.sigmoid(a - b).var(0) - jitter(a))
 
     return _select(scores_a, scores_b, num_labels, selection, uncertain=unsure, spread=spread)
+
+
+@wrong(
+    "select_pairs",
+    "'uncertain' sorted the squared difference (mean a - mean b)**2: the same order on paper, but in float32 a "
+    "difference below about 3e-23 squares to 0, a tie that is none; sort |mean a - mean b| itself",
+)
+def select_squared_difference(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a.mean(0) - b.mean(0)) ** 2)
