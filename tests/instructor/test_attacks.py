@@ -54,7 +54,9 @@ STUBS = {Path(path).stem: source for path, source in student_files().items()}  #
 KEY = {m: (ROOT / "answer" / f"{m}_answer.py").read_text() for m in MODULES}
 FUNCTIONS = {m: [g.function for g in GRADED if g.module == m] for m in MODULES}
 CASE_MARKS = sum(g.points for g in GRADED)
-FULL_MARKS = CASE_MARKS + sum(g.points for g in GATES)  # the cases and every outcome gate
+# The cases and gate/ppo: the attacks run before a key with one gate (the gates on their own: test_gate.py; every
+# gate of the key trained again here would double the slowest part of CI)
+FULL_MARKS = CASE_MARKS + sum(g.points for g in GATES if g.name == "ppo")
 TOKEN = f"rlhf-attack-{uuid.uuid4().hex}"  # in the command line of every process the sabotage starts
 
 BORROW = '''
@@ -188,7 +190,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict[str
     trees.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(trees))  # the grading trees: here, not in /tmp
-        rows = _grade(base, submissions)
+        rows = _grade(base, submissions, "--gate", "ppo")
     left = _processes_of([TOKEN, str(base)])
     yield rows, left
     for pid in _processes_of([TOKEN, str(base)]):  # a failed run leaves nothing behind either
