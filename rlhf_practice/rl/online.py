@@ -60,8 +60,10 @@ def proxy_agreement(
     held-out accuracy; where the policy found the proxy's mistakes it falls toward chance (1/2) and below.
 
     Args:
-        proxy_a, proxy_b: (N,) float32 or float64: the proxy's scores of each pair's two replies.
-        gold_a, gold_b: (N,) float32, float64 or int64: the annotator's scores of the same replies.
+        proxy_a, proxy_b: (N,) float32 or float64: the proxy's scores of each pair's two replies (they may
+            require grad: scores straight from a reward model in training).
+        gold_a, gold_b: (N,) float32, float64 or int64: the annotator's scores of the same replies (int64 ones
+            below 2**62 in size, so that gold_a - gold_b cannot wrap). N >= 1.
 
     Returns:
         0-dim tensor of the proxy's dtype: agreeing pairs / counted pairs; NaN when no pair counts (every pair is

@@ -186,6 +186,19 @@ def proxy_agreement_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         "besides: 2/3)",
         _agreement_args(pa, pb, ga, gb),
     )
+    # Scores straight from a reward model in training carry a graph: the share is counted all the same (numpy, for
+    # one, refuses them).
+    own = g if fresh else _own(1605)
+    n = 8 if not fresh else int(torch.randint(5, 12, (), generator=g))
+    pa, pb = _uniform(own, -2, 2, n, dtype=F32), _uniform(own, -2, 2, n, dtype=F32)
+    ga, gb = _gold_values(own, n), _gold_values(own, n)
+    add(
+        "proxy_scores_with_a_graph",
+        f"proxy_agreement(proxy_a={_show(pa)}, proxy_b={_show(pb)}, gold_a={_show(ga)}, gold_b={_show(gb)}) where "
+        "proxy_a and proxy_b require grad (scores straight from a reward model in training)",
+        _agreement_args(pa, pb, ga, gb),
+        grad_of=["proxy_a", "proxy_b"],
+    )
     return cases
 
 
@@ -575,3 +588,12 @@ def agreement_gold_to_integers(proxy_a, proxy_b, gold_a, gold_b):
 )
 def agreement_proxy_in_float32(proxy_a, proxy_b, gold_a, gold_b):
     return _agreement(proxy_a.float(), proxy_b.float(), gold_a, gold_b).to(proxy_a.dtype)
+
+
+@wrong(
+    "proxy_agreement",
+    "rounded the share (to 4 decimals) because it is only logged; return agreeing / counted as it is: the logger "
+    "rounds what it prints, the detector's number stays exact",
+)
+def agreement_rounded(proxy_a, proxy_b, gold_a, gold_b):
+    return torch.round(_agreement(proxy_a, proxy_b, gold_a, gold_b), decimals=4)

@@ -287,6 +287,19 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
         f"difference of {t:.2g} is not a tie with 0, though its square underflows to 0 in float32)",
         _select_args(tiny, torch.zeros_like(tiny), 1, "uncertain"),
     )
+    # Every pair asked for (num_labels = C): the selection is still checked before anything is picked.
+    own = g if fresh else _own(1604)
+    c = 5 if not fresh else int(torch.randint(3, 9, (), generator=g))
+    every = _uniform(own, -2, 2, 1, c)
+    name = "everything" if not fresh else ("all", "every", "most")[int(torch.randint(0, 3, (), generator=g))]
+    for selection, why in ((name, "not random, uncertain or disagreement"), ("disagreement", "one model")):
+        add(
+            f"every_pair_{'unknown_selection' if selection == name else 'one_model_disagreement'}_raises",
+            f"select_pairs on 1 model x {c} pairs, num_labels={c} (every pair), selection={selection!r} ({why}: "
+            "raise ValueError whatever num_labels is)",
+            _select_args(every, every.flip(1), c, selection),
+            raises="ValueError",
+        )
     return cases
 
 
@@ -845,3 +858,22 @@ def select_jitter_tie_break(scores_a, scores_b, num_labels, selection):
 )
 def select_squared_difference(scores_a, scores_b, num_labels, selection):
     return _select(scores_a, scores_b, num_labels, selection, uncertain=lambda a, b: (a.mean(0) - b.mean(0)) ** 2)
+
+
+@wrong(
+    "select_pairs",
+    "raise ValueError whatever num_labels is",
+)
+def select_every_pair_first(scores_a, scores_b, num_labels, selection):
+    if num_labels == scores_a.shape[1]:  # "every pair, whatever the selection": before the selection is checked
+        return torch.arange(num_labels)
+    return _select(scores_a, scores_b, num_labels, selection)
+
+
+@wrong(
+    "select_pairs",
+    "returned the positions torch.sort gives (its .indices: 0 to M - 1), not the picked pairs' indices in "
+    "increasing order (its .values)",
+)
+def select_sort_positions(scores_a, scores_b, num_labels, selection):
+    return _select(scores_a, scores_b, num_labels, selection, order=lambda picked: torch.sort(picked).indices)
