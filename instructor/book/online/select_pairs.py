@@ -44,6 +44,12 @@ def _tie_among_others(g: torch.Generator, a: torch.Tensor, b: torch.Tensor) -> t
     return a[:, columns].contiguous(), b[:, columns].contiguous()
 
 
+def _third_anywhere(g: torch.Generator, scores: torch.Tensor) -> torch.Tensor:
+    """(k, 3) scores with pair 2 moved to a fresh place, pairs 0 and 1 kept in their order."""
+    third = int(torch.randint(0, 3, (), generator=g))
+    return scores[:, [0, 1][:third] + [2] + [0, 1][third:]]
+
+
 @cases_of("select_pairs")
 def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
@@ -191,9 +197,8 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     # float32 both are 1.0, a tie that the lower index (pair 0) would win.
     t, v = (1e-10, 1.0) if not fresh else (_uniform(g, 1, 50, 1).item() * 1e-11, _uniform(g, 0.8, 1.5, 1).item())
     fine = torch.tensor([[v + t, v, 0.5 * v]], dtype=F64)
-    if fresh:  # pair 0 stays before pair 1; the third pair anywhere
-        third = int(torch.randint(0, 3, (), generator=g))
-        fine = fine[:, [c for c in ([0, 1][:third] + [2] + [0, 1][third:])]]
+    if fresh:
+        fine = _third_anywhere(g, fine)
     add(
         "uncertain_float64_differences",
         f"select_pairs(scores_a={_show(fine)} (float64), scores_b=zeros, num_labels=2, selection='uncertain') "
@@ -278,9 +283,8 @@ def select_pairs_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     tiny = torch.tensor([[t, 0.0, 0.5]], dtype=F32) * (
         1 if not fresh else float(torch.randint(0, 2, (), generator=g)) * 2 - 1
     )
-    if fresh:  # the tiny difference stays before the zero one; the third pair anywhere
-        third = int(torch.randint(0, 3, (), generator=g))
-        tiny = tiny[:, [c for c in ([0, 1][:third] + [2] + [0, 1][third:])]]
+    if fresh:  # the tiny difference stays before the zero one
+        tiny = _third_anywhere(g, tiny)
     add(
         "uncertain_tiny_difference",
         f"select_pairs(scores_a={_show(tiny)} (float32), scores_b=zeros, num_labels=1, selection='uncertain') (a "
