@@ -24,8 +24,12 @@ def best_of_n_kl(n: int | torch.Tensor) -> torch.Tensor:
 
         KL(pi_bon || pi) = log n - (n - 1) / n
 
-    (exact when the n rewards are all different; an upper bound otherwise). 0 at n = 1: best-of-1 is the
-    policy itself.
+    0 at n = 1: best-of-1 is the policy itself. It is exact when the reward has a continuous distribution
+    under pi (no reply's reward has a probability of its own). A policy over finitely many replies (the tiny
+    model's, whose replies often repeat) has atoms, and then the formula is a strict upper bound even if every
+    reply's reward differs (Beirami et al. 2024): uniform over 2 replies, n = 2 keeps the better one with
+    probability 3/4, so KL = 3/4 log(3/2) + 1/4 log(1/2) = 0.131 against log 2 - 1/2 = 0.193. The course
+    still plots best-of-n against sqrt of this KL, as Gao et al. 2023 do: one x-axis for every reward model.
 
     Args:
         n: the number of samples, an int or a tensor of them (any shape); every n must be >= 1, else
@@ -58,7 +62,8 @@ def best_of_n_estimate(proxy_scores: torch.Tensor, scores: torch.Tensor, max_n: 
     float64 (N! / (n! (N - n)!) gives inf / inf = NaN), C(1024, 512) is about 4.5e306, and log-weights in
     float32 put the estimate up to 1e-3 off at N = 1024. Ties in the proxy are broken at random, so tied
     replies share the same chance of being kept: replace each reply's score by the mean score of the replies
-    whose proxy score equals its own, before weighting. The estimate then does not depend on the order of
+    of its own prompt's pool whose proxy score equals its own, before weighting (a tie never reaches across
+    prompts). The estimate then does not depend on the order of
     the pool.
 
     Args:
