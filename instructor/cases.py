@@ -119,6 +119,8 @@ def _case(key, function, section, id, what, args, *, kwargs=None, grads=None, **
     }
     if "any_float" in extra:
         case["any_float"] = extra.pop("any_float")
+    if "dtype_rule" in extra:  # why the answer has its dtype, where it is not an input's (rlhf_practice.checks.compare)
+        case["dtype_rule"] = extra.pop("dtype_rule")
     assert not extra, extra
     if _DIAGNOSES.get():
         _add_catalogued_mistakes(case)

@@ -257,14 +257,15 @@ def _nonfinite(value: object) -> bool:
 def stops_training(case: dict, result: dict) -> str | None:
     """Why ``result`` (a function's on ``case``, which it fails) is one a training loop cannot learn from, in the
     grader's fixed words (it may be a hidden case's); None if it is merely wrong. Stopping are: NaN or inf where
-    the answer is finite, or where an error is promised (RLOO's K = 1); no gradient, or an all-zero one, where
+    the answer is finite; no gradient, or an all-zero one, where
     the contract promises one, or NaN in it; a value or gradient that matches a catalogued mistake marked
-    ``stops_training`` (a detached importance ratio whose loss still has its KL term's gradient)."""
-    if not _valid(result) or result["error"]:
+    ``stops_training`` (a detached importance ratio whose loss still has its KL term's gradient). Only inputs a
+    training run can feed the function count: a case that must raise (RLOO's K = 1, 'uwo' with one model) asks for
+    a contract detail on settings the scripts refuse before the function sees them, and failing it costs that
+    case alone (INSTRUCTOR.md §4.3)."""
+    if not _valid(result) or result["error"] or case.get("raises"):
         return None
     output = result["output"]
-    if case.get("raises"):
-        return "it returns NaN or inf where it must raise an error" if _nonfinite(output) else None
     if _nonfinite(output) and not _nonfinite(case["expected"]):
         return "it returns NaN or inf where the answer is finite"
     for arg, grad in case["grads"].items():

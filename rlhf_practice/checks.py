@@ -257,6 +257,51 @@ def _named(actual: torch.Tensor | float, mistakes: dict, dtype: torch.dtype | No
     return f" This matches a common mistake: {names[0]}." if names else ""
 
 
+# A result that matches no recorded mistake but lies this much nearer one of them than the answer (the distance
+# to the mistake at most NEAREST times the distance to the answer), and at most half as far as from any other, is
+# told that mistake as the nearest: two mistakes at once (weights off by one AND ties ignored) match no recorded
+# variant, and the student fixes one at a time.
+NEAREST = 0.25
+
+
+def _nearest(actual: torch.Tensor, expected: torch.Tensor, mistakes: dict) -> str:
+    """ " It matches no common mistake exactly, ..." naming the recorded mistake far nearer to ``actual`` than the
+    answer is (several where they return the same); "" if none is, or two differ and are about as near."""
+    a, e = actual.detach().double(), expected.double()
+    if a.shape != e.shape or not bool(torch.isfinite(a).all()) or not bool(torch.isfinite(e).all()):
+        return ""
+    far = float((a - e).norm())
+    near = sorted(
+        (float((a - w.double()).norm()), i, name)
+        for i, (name, w) in enumerate(mistakes.items())
+        if type(w) is torch.Tensor and w.shape == a.shape and bool(torch.isfinite(w).all())
+    )
+    if not near or not far or near[0][0] > NEAREST * far:
+        return ""
+    best = near[0][0]
+    same = [item for item in near if item[0] <= best + 1e-9 * far]  # mistakes that return the same values
+    rest = near[len(same) :]
+    if rest and rest[0][0] < 2 * best:
+        return ""
+    names = [name for _, _, name in sorted(same, key=lambda item: item[1])]
+    return (
+        " It matches no common mistake exactly; it is nearest to "
+        + ("this one" if len(names) == 1 else "one of these")
+        + f" (there may be a second mistake on top of it): {'; or '.join(names)}."
+    )
+
+
+def _shaped_as(actual: torch.Tensor, mistakes: dict) -> str:
+    """ " That is the shape ..." naming the recorded mistakes that return a tensor of ``actual``'s shape and dtype
+    where the answer has another shape (a reduction over the wrong dimension); "" if none does."""
+    names = [
+        name
+        for name, w in mistakes.items()
+        if type(w) is torch.Tensor and w.shape == actual.shape and w.dtype == actual.dtype
+    ]
+    return f" That is the shape this common mistake returns: {'; or '.join(names)}." if names else ""
+
+
 def _compare_number(actual: object, expected: float, what: str, mistakes: dict) -> str | None:
     """:func:`compare` for a function that returns a Python number (an int is a right answer too)."""
     if type(actual) is not float:
@@ -276,10 +321,14 @@ def compare(
     mistakes: dict,
     atol: float | None = None,
     any_float: bool = False,
+    dtype_rule: str = "",
 ) -> str | None:
     """None if ``actual`` equals ``expected`` (type, shape, dtype, values; within ``atol`` where given); else
     one sentence saying what differs, naming the recorded ``mistakes`` that return the same (NaN included).
-    ``any_float``: any floating dtype will do, compared within the tolerance of the coarser of the two."""
+    ``any_float``: any floating dtype will do, compared within the tolerance of the coarser of the two. A result of
+    another floating dtype is first compared by value, within the coarser dtype's tolerance: wrong values are told
+    before a wrong dtype. ``dtype_rule``: why the answer has its dtype, where it is not an input's (an integer ``n``
+    gives float64)."""
     if (
         any_float
         and type(actual) is torch.Tensor
@@ -308,7 +357,7 @@ def compare(
             extra = " A bool result, one per element: a mask? Return the indices it marks (mask.nonzero().squeeze(1))."
         named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
         shape = f"returned shape {tuple(actual.shape)}, expected {tuple(expected.shape)} (wrong output shape)"
-        return f"{what}: {shape}.{named or extra}"
+        return f"{what}: {shape}.{named or _shaped_as(actual, mistakes) or extra}"
     named = _named(actual, mistakes, expected.dtype) if actual.dtype == expected.dtype else ""
     if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
         # Which step made the NaN is known only when a recorded mistake makes the same one.
@@ -319,22 +368,34 @@ def compare(
         return f"{what}: returned {_fmt(actual)}, which holds NaN/inf; expected {_fmt(expected)}.{advice}"
     if actual.dtype != expected.dtype and not expected.is_floating_point():
         return f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (whole numbers: indices, counts or a mask)."
+    if actual.dtype != expected.dtype and actual.is_floating_point():
+        coarse = min((actual.dtype, expected.dtype), key=lambda t: torch.finfo(t).bits)
+        if not _close(actual.to(coarse), expected.to(coarse), coarse, atol):  # the values first, then the dtype
+            coarse_mistakes = {k: v.to(coarse) for k, v in mistakes.items() if type(v) is torch.Tensor}
+            got, want = _fmt_both(actual, expected)
+            named = _named(actual.to(coarse), coarse_mistakes, coarse) or _nearest(actual, expected, mistakes)
+            return f"{what}: got {got}, expected {want}.{named}"
     if actual.dtype != expected.dtype:
-        return (
-            f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} (the input's dtype); "
-            "avoid creating new tensors with a fixed dtype."
-        )
+        why = dtype_rule or "the input's dtype); avoid creating new tensors with a fixed dtype"
+        return f"{what}: returned dtype {actual.dtype}, expected {expected.dtype} ({why}."
     if _close(actual, expected, expected.dtype, atol):
         return None
     got, want = _fmt_both(actual, expected)
-    return f"{what}: got {got}, expected {want}.{named}"
+    return f"{what}: got {got}, expected {want}.{named or _nearest(actual, expected, mistakes)}"
 
 
 def _compare_output(case: dict, actual: object) -> str | None:
     """:func:`compare` for one result, or for each part of a tuple result (``case["outputs"]``)."""
     names = case.get("outputs")
     if not names:
-        return compare(actual, case["expected"], case["what"], case["mistakes"], case.get("atol"))
+        return compare(
+            actual,
+            case["expected"],
+            case["what"],
+            case["mistakes"],
+            case.get("atol"),
+            dtype_rule=case.get("dtype_rule", ""),
+        )
     if not isinstance(actual, list) or len(actual) != len(names):
         got = f"{len(actual)} tensors" if isinstance(actual, list) else actual
         return f"{case['what']}: returned {got}, expected a tuple of {len(names)} tensors ({', '.join(names)})."

@@ -59,8 +59,7 @@ def best_of_n_estimate(proxy_scores: torch.Tensor, scores: torch.Tensor, max_n: 
     float32 put the estimate up to 1e-3 off at N = 1024. Ties in the proxy are broken at random, so tied
     replies share the same chance of being kept: replace each reply's score by the mean score of the replies
     of its own prompt's pool whose proxy score equals its own, before weighting (a tie never reaches across
-    prompts). The estimate then does not depend on the order of
-    the pool.
+    prompts). The estimate then does not depend on the order of the pool.
 
     Args:
         proxy_scores: (B, N) float: the score that picks the winner (a reward model's).

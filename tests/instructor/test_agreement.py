@@ -58,7 +58,6 @@ STOPS = {
     "gspo_where_after_dividing": "gspo_loss: NaN gradient on a reply with no real token",
     "gspo_divides_by_zero_length": "gspo_loss: NaN on a reply with no real token",
     "clip_higher_divides_by_zero_length": "clip_higher_loss: NaN on a reply with no real token",
-    "rloo_group_size_1_divides_by_zero": "compute_rloo_advantages: NaN for K = 1 instead of raising",
 }
 
 
@@ -129,3 +128,18 @@ def test_a_capped_function_keeps_a_quarter_and_is_told_why() -> None:
     assert fix(grade, "gspo_loss").startswith("Points capped at 25% of the function's: its gradient w.r.t. logprobs")
     grade.passed["gspo_loss"] = 2
     assert grade.points("gspo_loss") == 1.4  # under the cap: the share of passed cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ensemble_uwo_of_one_model", "rloo_group_size_1_divides_by_zero"])
+def test_a_case_that_must_raise_costs_itself_alone(name: str) -> None:
+    """One rule for every graded function (INSTRUCTOR.md §4.3): NaN where an error is promised, on settings the
+    scripts refuse before the function sees them ('uwo' with one model, RLOO's K = 1), fails those cases and caps
+    nothing."""
+    variant = next(v for v in CATALOG if v.name == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = [(c, run_case(variant.fn, c)) for c in hidden(variant.function)]
+    failed = [(c, r) for c, r in results if check_case(c, r)]
+    assert failed and all(c["raises"] for c, _ in failed), f"{name} fails a case that must not raise"
+    assert not any(stops_training(c, r) for c, r in failed), f"{name}: a must-raise case capped its points"

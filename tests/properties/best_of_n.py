@@ -119,7 +119,7 @@ def _(fn, ex):
     return raises_value_error(lambda: fn(n.long() if ex["kind"] == "long" else n))
 
 
-@law("best_of_n_kl", "inputs_unchanged", "the input stays unchanged", _counts)
+@law("best_of_n_kl", "inputs_unchanged", "the input stays unchanged, and a float64 n gives a float64 result", _counts)
 def _(fn, ex):
     return unchanged(fn, (torch.tensor(ex["n"], dtype=F64),))
 
@@ -361,11 +361,9 @@ def _(fn, ex):
     proxy, scores = ex["pools"]["proxy_scores"].to(ex["proxy_dtype"]), ex["pools"]["scores"].to(ex["dtype"])
     before = (proxy.clone(), scores.clone())
     out = fn(proxy, scores)
-    if bad := _curve(out, *scores.shape, ex["dtype"]):
-        return bad
     if not (torch.equal(before[0], proxy) and torch.equal(before[1], scores)):
         return "an input was changed in place"
-    return None
+    return _curve(out, *scores.shape, ex["dtype"])
 
 
 # --- ensemble_reward (§15.5) --------------------------------------------------------------------------
@@ -521,6 +519,6 @@ def _(fn, ex):
     scores = ex["ex"]["scores"].to(ex["dtype"])
     before = scores.clone()
     out = fn(scores, ex["ex"]["mode"])
-    if bad := _reward(out, scores.shape[1], ex["dtype"]):
-        return bad
-    return None if torch.equal(before, scores) else f"scores was changed in place to {fmt(scores)}"
+    if not torch.equal(before, scores):
+        return f"scores was changed in place to {fmt(scores)}"
+    return _reward(out, scores.shape[1], ex["dtype"])

@@ -36,6 +36,12 @@ def _fresh_book_pool(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack([distinct, tied]), gold
 
 
+def _tied(case: dict) -> bool:
+    """Whether a case's proxy scores hold a tie within a prompt's pool."""
+    proxy = dict(case["args"])["proxy_scores"]
+    return any(len(set(row)) < len(row) for row in proxy.tolist())
+
+
 def _tied_pools(g: torch.Generator, rows: int, size: int, runs: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, size) proxy scores holding ``runs`` runs of 2 to 4 equal values each (at the bottom, in the middle, at
     the top of the pool), the rest distinct, and gold scores that differ within every run."""
@@ -73,6 +79,25 @@ def best_of_n_estimate_cases(key, g: torch.Generator, fresh: bool) -> list[dict]
         proxy, gold = _fresh_book_pool(g)
         example = f"a fresh variant of the §15.3 example (proxy_scores = {_show(proxy)}, scores = {_show(gold)}"
     proxy, gold = proxy.to(F32), gold.to(F32)
+    # Each idea on its own first: the weights on the example's first prompt (no ties), max_n = N given explicitly,
+    # then its second prompt alone (the tie), then the whole example. (The cases are put in this order at the end:
+    # every pool without ties before any with them, the errors last.)
+    first = f"the first prompt of {example.split(' (')[0]} alone (proxy_scores = {_show(proxy[:1])}, scores = "
+    first += f"{_show(gold[:1])}: no ties, the weights alone"
+    add("book_example_prompt_1", f"best_of_n_estimate on {first})", _estimate_args(proxy[:1], gold[:1]), book="§15.3")
+    add(
+        "book_example_prompt_1_max_n_4",
+        f"best_of_n_estimate on {first}, max_n=4 = N: allowed, best-of-N keeps the proxy's top reply)",
+        _estimate_args(proxy[:1], gold[:1], 4),
+    )
+    add(
+        "book_example_prompt_1_max_n_2",
+        f"best_of_n_estimate on {first}, max_n=2)",
+        _estimate_args(proxy[:1], gold[:1], 2),
+    )
+    second = f"the second prompt of {example.split(' (')[0]} alone (proxy_scores = {_show(proxy[1:])}, scores = "
+    second += f"{_show(gold[1:])}: its top two replies tie"
+    add("book_example_prompt_2", f"best_of_n_estimate on {second})", _estimate_args(proxy[1:], gold[1:]), book="§15.3")
     add("book_example", f"best_of_n_estimate on {example})", _estimate_args(proxy, gold), book="§15.3")
     add(
         "book_example_max_n_2",
@@ -182,6 +207,30 @@ def best_of_n_estimate_cases(key, g: torch.Generator, fresh: bool) -> list[dict]
                 + (f", max_n={max_n}" if max_n else ""),
                 _estimate_args(proxy.to(dtype), (proxy * 0.5 + gold).to(dtype), max_n),
             )
+    # Added after the cases above, with generators of their own: the inputs of those stay as they were.
+    own = g if fresh else _own(1506)
+    proxy = torch.randn(3, 7, generator=own, dtype=F64)
+    add(
+        "no_ties_B3_N7",
+        "best_of_n_estimate on 3 pools of 7 (float32) with no tied proxy scores",
+        _estimate_args(proxy.to(F32), (proxy * 0.4 + torch.randn(3, 7, generator=own, dtype=F64)).to(F32)),
+    )
+    proxy = torch.randn(1, 1024, generator=own, dtype=F64)
+    add(
+        "pool_of_1024_float32",
+        "best_of_n_estimate on a pool of N = 1024 random replies (float32, no ties), every n from 1 to 1024",
+        _estimate_args(proxy.to(F32), (proxy * 0.5 + torch.randn(1, 1024, generator=own, dtype=F64)).to(F32)),
+    )
+    proxy, gold = _tied_pools(own, 2, 8, 2)
+    add(
+        "inputs_unmodified_with_ties",
+        "best_of_n_estimate on 2 pools of 8 (float64) with runs of tied proxy scores, the tied replies' gold "
+        "different: work on copies (a tie's mean written into scores changes the caller's gold)",
+        _estimate_args(proxy, gold),
+        unmodified=True,
+    )
+    early = ("book_example_prompt_1", "book_example_prompt_1_max_n_4", "book_example_prompt_1_max_n_2", "no_ties_B3_N7")
+    cases.sort(key=lambda c: (c["raises"] is not None, _tied(c), c["id"].removeprefix("hidden_") not in early))
     return cases
 
 
@@ -348,14 +397,43 @@ def _estimate(proxy_scores, scores, max_n, ranked=None, weights=None):
     return (ranked @ weights.T).to(scores.dtype)
 
 
-@wrong(
-    "best_of_n_estimate",
-    "sorted the wrong way: best-of-n keeps the reply with the HIGHEST proxy score; sort smallest first, so that the "
-    "i-th smallest is kept with probability C(i - 1, n - 1) / C(N, n) (the estimate then rises with n on the proxy)",
+WRONG_END = (
+    "counted from the wrong end: best-of-n keeps the reply with the HIGHEST proxy score; with the pool sorted "
+    "smallest first, the i-th smallest is kept with probability C(i - 1, n - 1) / C(N, n) (sorted largest first, or "
+    "weighted C(N - i, n - 1), it keeps the lowest: the estimate then falls with n on the proxy)"
 )
+
+
+@wrong("best_of_n_estimate", WRONG_END)
 def estimate_sorted_descending(proxy_scores, scores, max_n=None):
     order = torch.argsort(proxy_scores, dim=1, descending=True, stable=True)
     return _estimate(proxy_scores, scores, max_n, _tie_means(proxy_scores, scores).gather(1, order))
+
+
+@wrong("best_of_n_estimate", WRONG_END)
+def estimate_weights_from_the_top(proxy_scores, scores, max_n=None):
+    max_n, pool = _checked(scores, max_n), scores.shape[1]
+    return _estimate(proxy_scores, scores, max_n, weights=_weights(pool, max_n).flip(1))  # C(N - i, n - 1) / C(N, n)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "the pool's mean for every n: that is best-of-1 only (column 0); best-of-n keeps the proxy's favourite of n "
+    "drawn, so weight the sorted pool with C(i - 1, n - 1) / C(N, n)",
+)
+def estimate_pool_mean_for_every_n(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    return _tie_means(proxy_scores, scores).mean(dim=1, keepdim=True).expand(-1, max_n).to(scores.dtype)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "the proxy's top reply for every n: that is best-of-N only (the last column); best-of-n draws n of the N at "
+    "random and keeps the best of those, so weight the sorted pool with C(i - 1, n - 1) / C(N, n)",
+)
+def estimate_top_reply_for_every_n(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    return _sorted_tie_means(proxy_scores, scores)[:, -1:].expand(-1, max_n).to(scores.dtype)
 
 
 @wrong(
@@ -378,6 +456,17 @@ def estimate_with_replacement(proxy_scores, scores, max_n=None):
 )
 def estimate_not_sorted(proxy_scores, scores, max_n=None):
     return _estimate(proxy_scores, scores, max_n, _tie_means(proxy_scores, scores))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "argsort's result used as each reply's rank (the scores scattered by it): argsort gives the ORDER, the index of "
+    "the reply that is i-th smallest; gather the scores with it (scores.gather(1, order))",
+)
+def estimate_argsort_as_ranks(proxy_scores, scores, max_n=None):
+    order = torch.argsort(proxy_scores, dim=1, stable=True)
+    tied = _tie_means(proxy_scores, scores)
+    return _estimate(proxy_scores, scores, max_n, torch.zeros_like(tied).scatter(1, order, tied))
 
 
 @wrong(
@@ -441,6 +530,39 @@ def estimate_ties_across_prompts(proxy_scores, scores, max_n=None):
     tied = _tie_means(flat_p, flat_s).view(scores.shape)
     order = torch.argsort(proxy_scores, dim=1, stable=True)
     return _estimate(proxy_scores, scores, max_n, tied.gather(1, order))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "ties found with a tolerance (torch.isclose): proxy scores that differ, however little, are not tied; a tie is "
+    "exact equality (==)",
+)
+def estimate_ties_within_a_tolerance(proxy_scores, scores, max_n=None):
+    ranked_proxy, order = torch.sort(proxy_scores, dim=1, stable=True)
+    ranked = scores.to(torch.float64).gather(1, order)
+    starts = torch.ones_like(ranked_proxy, dtype=torch.bool)
+    starts[:, 1:] = ~torch.isclose(ranked_proxy[:, 1:], ranked_proxy[:, :-1])
+    run = starts.long().cumsum(dim=1) - 1
+    totals = torch.zeros_like(ranked).scatter_add_(1, run, ranked)
+    counts = torch.zeros_like(ranked).scatter_add_(1, run, torch.ones_like(ranked))
+    return _estimate(proxy_scores, scores, max_n, (totals / counts).gather(1, run))
+
+
+@wrong(
+    "best_of_n_estimate",
+    "ties averaged with their neighbours only: each reply got the mean of itself and the equal replies right beside "
+    "it, so a run of 3 or more equal proxy scores is split; every reply of a run gets the run's one mean",
+)
+def estimate_ties_with_neighbours_only(proxy_scores, scores, max_n=None):
+    ranked_proxy, order = torch.sort(proxy_scores, dim=1, stable=True)
+    ranked = scores.to(torch.float64).gather(1, order)
+    before = torch.zeros_like(ranked_proxy, dtype=torch.bool)
+    before[:, 1:] = ranked_proxy[:, 1:] == ranked_proxy[:, :-1]
+    after = torch.zeros_like(before)
+    after[:, :-1] = before[:, 1:]
+    left, right_ = torch.cat([ranked[:, :1], ranked[:, :-1]], 1), torch.cat([ranked[:, 1:], ranked[:, -1:]], 1)
+    total = ranked + torch.where(before, left, 0.0) + torch.where(after, right_, 0.0)
+    return _estimate(proxy_scores, scores, max_n, total / (1 + before.double() + after.double()))
 
 
 @wrong(
@@ -509,9 +631,38 @@ def estimate_log_weights_in_the_scores_dtype(proxy_scores, scores, max_n=None):
     return _sorted_tie_means(proxy_scores, scores).to(scores.dtype) @ weights.T
 
 
+@wrong(
+    "best_of_n_estimate",
+    "log-weights in float32 are up to 1e-3 off at N = 1024 (lgamma(1025) is 6078, to float32's 5e-4); compute "
+    "them in float64 whatever the scores' dtype",
+)
+def estimate_log_weights_always_float32(proxy_scores, scores, max_n=None):
+    max_n = _checked(scores, max_n)
+    weights = _weights(scores.shape[1], max_n, dtype=torch.float32).to(torch.float64)
+    return (_sorted_tie_means(proxy_scores, scores) @ weights.T).to(scores.dtype)
+
+
 @wrong("best_of_n_estimate", "wrong output shape")
 def estimate_mean_over_prompts(proxy_scores, scores, max_n=None):
     return _estimate(proxy_scores, scores, max_n).mean(dim=0)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "max_n's default taken from the number of prompts B (scores.shape[0]); None means N, the size of each pool "
+    "(scores.shape[1])",
+)
+def estimate_default_max_n_from_the_prompts(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, scores.shape[0] if max_n is None else max_n)
+
+
+@wrong(
+    "best_of_n_estimate",
+    "n stops before max_n (torch.arange(1, max_n) leaves it out): the result has max_n columns, best-of-1 to "
+    "best-of-max_n",
+)
+def estimate_last_column_left_out(proxy_scores, scores, max_n=None):
+    return _estimate(proxy_scores, scores, max_n)[:, :-1]
 
 
 @wrong("best_of_n_estimate", "instead of raising ValueError")

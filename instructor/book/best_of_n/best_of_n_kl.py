@@ -13,10 +13,22 @@ from instructor.mistakes import right, wrong
 BOOK_KL_N = [1, 2, 4, 16, 1024]  # TASKS.md §15.2: 0, log 2 - 1/2, log 4 - 3/4, ...: best-of-1 is the policy itself
 
 
+INTEGER_N = (
+    "an integer n, a Python int or an integer tensor, gives a float64 result: convert it first, e.g. "
+    "torch.as_tensor(n, dtype=torch.float64); a floating n keeps its own dtype"
+)
+
+
 @cases_of("best_of_n_kl")
 def best_of_n_kl_cases(key, g: torch.Generator, fresh: bool) -> list[dict]:
     cases: list[dict] = []
-    add = _adder(key, cases, "best_of_n_kl", fresh)
+    plain = _adder(key, cases, "best_of_n_kl", fresh)
+
+    def add(id: str, what: str, args: list, **extra) -> None:
+        if not torch.as_tensor(dict(args)["n"]).is_floating_point():  # the answer's float64 is no input's dtype
+            extra.setdefault("dtype_rule", INTEGER_N)
+        plain(id, what, args, **extra)
+
     n, example = torch.tensor(BOOK_KL_N), "the §15.2 example"
     if fresh:  # n = 1 and four other counts, an int64 tensor as the book's
         n = torch.tensor([1, *_ints(g, 3, 3000, 4)])

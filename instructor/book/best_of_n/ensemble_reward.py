@@ -197,10 +197,28 @@ def ensemble_biased_variance(scores, mode, uncertainty_coef=0.5):
 
 @wrong(
     "ensemble_reward",
+    "the variance divided twice, by k and then by k - 1 (((scores - mean)**2).mean(0) / (k - 1)); the unbiased "
+    "variance divides the sum of squared deviations by k - 1 once (torch.var's default)",
+)
+def ensemble_variance_divided_twice(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.var(dim=0, correction=0) / (s.shape[0] - 1))
+
+
+@wrong(
+    "ensemble_reward",
     "the standard deviation instead of the variance: uwo is mean - uncertainty_coef * variance (std squared)",
 )
 def ensemble_std_not_variance(scores, mode, uncertainty_coef=0.5):
     return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.std(dim=0))
+
+
+@wrong(
+    "ensemble_reward",
+    "the biased standard deviation (std with correction=0) instead of the variance: uwo subtracts uncertainty_coef "
+    "times the unbiased variance, divided by k - 1 (std squared)",
+)
+def ensemble_biased_std(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, var=lambda s: s.std(dim=0, correction=0))
 
 
 @wrong(
@@ -218,6 +236,15 @@ def ensemble_adds_the_variance(scores, mode, uncertainty_coef=0.5):
 )
 def ensemble_max_for_min(scores, mode, uncertainty_coef=0.5):
     return _ensemble(scores, mode, uncertainty_coef, minimum=lambda s: s.max(dim=0).values)
+
+
+@wrong(
+    "ensemble_reward",
+    "the minimum over every score of the tensor (min() without dim): 'min' takes each reply's smallest score over "
+    "the k models, scores.min(dim=0).values, one value per reply",
+)
+def ensemble_min_of_everything(scores, mode, uncertainty_coef=0.5):
+    return _ensemble(scores, mode, uncertainty_coef, minimum=lambda s: s.min())
 
 
 @wrong(
