@@ -18,7 +18,7 @@ Columns (median [min, max] over seeds): the model's held-out pair accuracy; "gol
 gold); the gold's peak over n and the n and d where it peaks; the gold at n = N and the fall from the peak;
 "fall CI excludes 0" counts the seeds whose fall (from the n of the peak to n = N) has a bootstrap 95 %
 interval (prompts resampled BOOTSTRAP times) above 0; the proxy at n = N; the fitted alpha, beta, R^2 and
-the d of the fitted peak alpha / (2 beta). The curves (mean over seeds, fitted curves dashed) go to --out/best_of_n.png.
+the d of the fitted peak alpha / (2 beta). The curves (each seed's gold, their mean, the fit dashed) go to --out/best_of_n.png.
 """
 
 from __future__ import annotations
@@ -315,7 +315,8 @@ def mean_curve_tables(results: dict[str, list[dict]], seeds: list[int]) -> str:
             fit["R²"],
             fitted_peak(fit),
         ]
-        lines.append(f"| {label} | " + " | ".join(f"{float(c):.3g}" for c in cells) + " |")
+        shown = [str(c) if isinstance(c, int) else f"{float(c):.3g}" for c in cells]  # n at peak as a whole number
+        lines.append(f"| {label} | " + " | ".join(shown) + " |")
     lines += ["", "Each seed's fall from its peak to n = N, with its bootstrap 95 % interval (prompts resampled):", ""]
     lines += ["| run | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
     for label, runs in results.items():
@@ -402,8 +403,9 @@ def _line(figures: dict) -> str:
 
 
 def plot(results: dict[str, list[dict]], path: Path, seeds: list[int]) -> None:
-    """One panel per setting: gold (left axis) and proxy (right axis) of best-of-n against d = sqrt(KL), the
-    mean over seeds, with Gao's form fitted to that mean drawn dashed over the gold."""
+    """One panel per setting: gold (left axis) and proxy (right axis) of best-of-n against d = sqrt(KL). Each seed's
+    gold is a thin line of its own colour; with several seeds their mean is drawn thick, with Gao's form fitted to it
+    dashed. The drawn gold's peak and its value at n = N are marked, with the fall between them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -419,17 +421,27 @@ def plot(results: dict[str, list[dict]], path: Path, seeds: list[int]) -> None:
         proxy = torch.stack([r["proxy"] for r in runs]).mean(0)
         fit = fit_gao(d, gold - gold[0], "bon")
         right = ax.twinx()
-        ax.plot(d, gold, "-", color="C0", label="gold (mean over seeds)")
-        ax.plot(d, gold[0] + d * (fit["α"] - fit["β"] * d), "--", color="C0", alpha=0.7,
-                label=f"fit d(α−βd): α={fit['α']:.3f}, β={fit['β']:.3f}, R²={fit['R²']:.2f}")  # fmt: skip
-        right.plot(d, proxy, ":", color="C1", label="proxy")
+        one = len(runs) == 1
+        for seed, r in zip(seeds, runs):
+            ax.plot(d, r["gold"], "-", color=f"C{seed % 10}", lw=0.8 if not one else 1.6, alpha=0.45 if not one else 1,
+                    label=f"gold, seed {seed}")  # fmt: skip
+        if not one:
+            ax.plot(d, gold, "-", color="k", lw=1.8, label=f"gold, mean over {len(runs)} seeds")
+        what = "gold" if one else "mean"
+        ax.plot(d, gold[0] + d * (fit["α"] - fit["β"] * d), "--", color="0.35",
+                label=f"fit to the {what}: d(α−βd), α={fit['α']:.3f}, β={fit['β']:.3f}, R²={fit['R²']:.2f}")  # fmt: skip
+        peak = int(gold.argmax())
+        ax.plot([d[peak], d[-1]], [gold[peak], gold[-1]], "v", color="k", ms=5)
+        ax.annotate(f"peak {gold[peak]:.3f} at n={peak + 1}\nn=N: {gold[-1]:.3f} (fall {gold[peak] - gold[-1]:.3f})",
+                    (d[peak], gold[peak]), xytext=(0.03, 0.97), textcoords="axes fraction", fontsize=7, va="top")  # fmt: skip
+        right.plot(d, proxy, ":", color="C1", label="proxy" if one else "proxy, mean over seeds")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("d = √KL(best-of-n ‖ start), KL in nats")
-        ax.set_ylabel("gold", color="C0")
+        ax.set_ylabel("gold", color="k")
         right.set_ylabel("proxy (std of the start's scores)", color="C1")
         ax.grid(alpha=0.3)
         lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-        ax.legend(lines, [line.get_label() for line in lines], fontsize=7, loc="lower left")
+        ax.legend(lines, [line.get_label() for line in lines], fontsize=6, loc="lower right")
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.suptitle(f"best-of-n against a learned reward: gold and proxy against √KL, seeds {seeds}", fontsize=9)

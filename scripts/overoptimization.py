@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -386,6 +387,12 @@ def run_path(out: Path, seed: int, impl: str, flags: list[str]) -> Path:
     return out / "runs" / f"ppo-seed{seed}-{hashlib.sha1(key).hexdigest()[:12]}.json"
 
 
+def replies_path(run: Path) -> Path:
+    """Where :func:`policy_run` keeps the replies (samples.jsonl: prompt, reply, reward every sample_every steps)
+    of the run kept at ``run``."""
+    return run.with_suffix(".samples.jsonl")
+
+
 def policy_run(
     out: Path, seed: int, impl: str, flags: list[str], accuracy: float
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
@@ -396,7 +403,10 @@ def policy_run(
         kept = json.loads(path.read_text())
         return kept["figures"], kept["curves"]
     with tempfile.TemporaryDirectory() as tmp:
-        c = curves(train_policy(Path(tmp), "ppo", "ppo", seed, impl, flags))
+        run = train_policy(Path(tmp), "ppo", "ppo", seed, impl, flags)
+        c = curves(run)
+        if (run / "samples.jsonl").is_file():  # the replies it wrote along the way, kept beside its figures
+            shutil.copyfile(run / "samples.jsonl", replies_path(path))
     figures = overoptimization_figures(c, accuracy)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
@@ -472,6 +482,13 @@ def overoptimization(
     path = out / f"{name}.png"
     (plot_online if name == "online_rlhf" else plot)(drawn, path, seeds)
     print(f"curves saved to {path}", file=sys.stderr)
+    print("the replies each run wrote (prompt, reply, reward every sample_every steps):", file=sys.stderr)
+    for (seed, (label, _, _)), (_, _, args) in zip(runs, calls):
+        replies = replies_path(run_path(*args[:4]))
+        print(
+            f"  seed {seed}, {label}: {replies if replies.is_file() else '(not kept: run it again without the cached run)'}",
+            file=sys.stderr,
+        )
     columns = {"overoptimization": COLUMNS, "online_rlhf": ONLINE_COLUMNS}.get(name, SENTIMENT_COLUMNS)
     return columns, [(label, [[f[c] for f in figures[label]] for c in columns]) for label, _, _ in wanted]
 
@@ -533,8 +550,8 @@ def plot_online(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seed
 
 
 def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list[int]) -> None:
-    """One panel per setting: gold (left axis) and proxy (right axis) against sqrt(kl/ref), one line per seed,
-    and Gao's RL form fitted to the seeds' points together drawn over the gold."""
+    """One panel per setting: gold (solid, left axis) and proxy (dotted, right axis) against sqrt(kl/ref), one
+    colour per seed, and Gao's RL form fitted to the seeds' points together drawn over the gold."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -548,11 +565,9 @@ def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list
         d = [x for c in runs for x in c["sqrt_kl"]]
         gain = [g - c["gold"][min(START, len(c["gold"])) - 1] for c in runs for g in c["gold"]]
         start = sum(c["gold"][min(START, len(c["gold"])) - 1] for c in runs) / len(runs)
-        for i, c in enumerate(runs):
-            ax.plot(c["sqrt_kl"], c["gold"], "-", color="C0", alpha=0.6, label="gold (reward/gold)" if i == 0 else None)
-            right.plot(
-                c["sqrt_kl"], c["proxy"], ":", color="C1", alpha=0.6, label="proxy (reward/mean)" if i == 0 else None
-            )
+        for seed, c in zip(seeds, runs):  # one colour per seed: its gold solid, its proxy dotted
+            ax.plot(c["sqrt_kl"], c["gold"], "-", color=f"C{seed % 10}", lw=1.2, label=f"seed {seed}: gold")
+            right.plot(c["sqrt_kl"], c["proxy"], ":", color=f"C{seed % 10}", lw=0.9, alpha=0.8)
         if runs and max(d) > 0:
             fit = fit_gao(d, gain, "rl")
             x = torch.linspace(1e-3, max(d), 100, dtype=torch.float64)
@@ -567,15 +582,15 @@ def plot(drawn: dict[str, list[dict[str, list[float]]]], path: Path, seeds: list
             )
         ax.set_title(label, fontsize=8)
         ax.set_xlabel("√ kl/ref (kl/ref in nats per reply; smoothed)", fontsize=8)
-        ax.set_ylabel("gold", color="C0")
-        right.set_ylabel("proxy", color="C1")
+        ax.set_ylabel("gold (solid)")
+        right.set_ylabel("proxy (dotted, same colour)")
         ax.grid(alpha=0.3)
-        lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-        ax.legend(lines, [line.get_label() for line in lines], fontsize=6, loc="lower left")
+        ax.legend(fontsize=6, loc="lower left")
     for ax in list(axes.flat)[len(drawn) :]:
         ax.axis("off")
     fig.suptitle(
-        f"PPO against learned rewards: gold and proxy against √KL, seeds {seeds} (one line per seed)", fontsize=9
+        f"PPO against learned rewards: gold (solid) and proxy (dotted) against √KL, one colour per seed {seeds}",
+        fontsize=9,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
