@@ -484,11 +484,10 @@ def overoptimization(
     print(f"curves saved to {path}", file=sys.stderr)
     print("the replies each run wrote (prompt, reply, reward every sample_every steps):", file=sys.stderr)
     for (seed, (label, _, _)), (_, _, args) in zip(runs, calls):
-        replies = replies_path(run_path(*args[:4]))
-        print(
-            f"  seed {seed}, {label}: {replies if replies.is_file() else '(not kept: run it again without the cached run)'}",
-            file=sys.stderr,
-        )
+        kept_run = run_path(*args[:4])
+        replies = replies_path(kept_run)
+        where = replies if replies.is_file() else f"not kept with this run (delete {kept_run} to run it again)"
+        print(f"  seed {seed}, {label}: {where}", file=sys.stderr)
     columns = {"overoptimization": COLUMNS, "online_rlhf": ONLINE_COLUMNS}.get(name, SENTIMENT_COLUMNS)
     return columns, [(label, [[f[c] for f in figures[label]] for c in columns]) for label, _, _ in wanted]
 

@@ -642,7 +642,10 @@ def estimate_log_weights_always_float32(proxy_scores, scores, max_n=None):
     return (_sorted_tie_means(proxy_scores, scores) @ weights.T).to(scores.dtype)
 
 
-@wrong("best_of_n_estimate", "wrong output shape")
+@wrong(
+    "best_of_n_estimate",
+    "the mean over the prompts: return one row per prompt, (B, max_n); the experiment averages the prompts itself",
+)
 def estimate_mean_over_prompts(proxy_scores, scores, max_n=None):
     return _estimate(proxy_scores, scores, max_n).mean(dim=0)
 
