@@ -229,6 +229,15 @@ def best_of_n_estimate_cases(key, g: torch.Generator, fresh: bool) -> list[dict]
         _estimate_args(proxy, gold),
         unmodified=True,
     )
+    near = g if fresh else _own(1509)  # proxy scores a few ulps apart are not tied
+    proxy = torch.randn(2, 9, generator=near, dtype=F64)
+    proxy[:, 1::2] = proxy[:, 0:-1:2] * (1 + 1e-12)  # each odd reply a hair above the one before it
+    add(
+        "near_ties_are_not_ties",
+        "best_of_n_estimate on 2 pools of 9 (float64) whose proxy scores come in pairs 1e-12 apart (relative): "
+        "different scores, so no ties",
+        _estimate_args(proxy, torch.randn(2, 9, generator=near, dtype=F64)),
+    )
     early = ("book_example_prompt_1", "book_example_prompt_1_max_n_4", "book_example_prompt_1_max_n_2", "no_ties_B3_N7")
     cases.sort(key=lambda c: (c["raises"] is not None, _tied(c), c["id"].removeprefix("hidden_") not in early))
     return cases
