@@ -402,13 +402,13 @@ def policy_run(
     if path.is_file():
         kept = json.loads(path.read_text())
         return kept["figures"], kept["curves"]
+    path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         run = train_policy(Path(tmp), "ppo", "ppo", seed, impl, flags)
         c = curves(run)
         if (run / "samples.jsonl").is_file():  # the replies it wrote along the way, kept beside its figures
             shutil.copyfile(run / "samples.jsonl", replies_path(path))
     figures = overoptimization_figures(c, accuracy)
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(json.dumps({"figures": figures, "curves": c}))
     partial.replace(path)  # a run killed half-way leaves no file of that name
