@@ -153,4 +153,4 @@ def test_the_online_experiment_prints_its_table(tmp_path: Path, capsys, monkeypa
     assert cells["ends above static peak"].strip() == "–", "no static row in this table"
     (record,) = [json.loads(line) for line in (tmp_path / "online_rlhf.jsonl").read_text().splitlines()]
     assert record["refresh_steps"] == [2.0] and len(record["detector"]) == 1, record  # NaN where all 6 labels tied
-    assert (tmp_path / "online_rlhf.png").is_file() and len(list((tmp_path / "runs").iterdir())) == 1
+    assert (tmp_path / "online_rlhf.png").is_file() and len(list((tmp_path / "runs").glob("*.json"))) == 1

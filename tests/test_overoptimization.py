@@ -113,5 +113,7 @@ def test_task_15_experiments_print_their_tables(
     again = capsys.readouterr()
     assert code == 0, again.err
     assert [line for line in again.out.splitlines() if line.startswith("| RM")] == table
-    assert len(list((tmp_path / "runs").iterdir())) == 1
+    kept = sorted(p.name for p in (tmp_path / "runs").iterdir())  # the run's figures and the replies it wrote
+    assert len(kept) == 2 and kept[0].endswith(".json") and kept[1] == kept[0].replace(".json", ".samples.jsonl")
+    assert "the replies each run wrote" in again.err and kept[1] in again.err
     assert len((tmp_path / "overoptimization.jsonl").read_text().splitlines()) == 1
