@@ -195,6 +195,11 @@ def _adder(key, cases: list[dict], function: str, fresh: bool = False, **common)
 # book's values, as recorded in tests/fixtures, and draw nothing for them.
 
 
+def _own(seed: int) -> torch.Generator:
+    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
+    return torch.Generator().manual_seed(seed)
+
+
 def _uniform(g: torch.Generator, low: float, high: float, *shape: int, dtype=F64) -> torch.Tensor:
     """Values drawn uniformly from [low, high), rounded to 3 decimals (numbers that read like the book's)."""
     return (low + (high - low) * torch.rand(shape, generator=g, dtype=F64)).round(decimals=3).to(dtype)

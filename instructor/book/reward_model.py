@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book._gpt2_inputs import _batch, _padded_more, _random_rows, _tiny_scorer
-from instructor.cases import DTYPES, F64, _adder, _grad, _name, _show, _uniform, cases_of
+from instructor.cases import DTYPES, F64, _adder, _grad, _name, _own, _show, _uniform, cases_of
 from instructor.mistakes import KEY, right, wrong
 from rlhf_practice.checks import run_case
 
@@ -27,11 +27,6 @@ from rlhf_practice.checks import run_case
 # 15), so that a function telling padding by the token id (Hugging Face's own pooling among them) reads the wrong
 # position. The models are tiny GPT2ForSequenceClassification with one label, recorded as data; they and the
 # batches come from instructor.book._gpt2_inputs, shared with task 12.
-
-
-def _own(seed: int) -> torch.Generator:
-    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
-    return torch.Generator().manual_seed(seed)
 
 
 # The rows of most cases (prompt length, reply length, finished), in 9 columns: a finished reply followed by

@@ -11,12 +11,7 @@ from __future__ import annotations
 import torch
 
 from instructor.book.token_level._inputs import _junk, _mask, _random_mask
-from instructor.cases import F64, _bands, _grad, _grads_of, _perm, _uniform
-
-
-def _own(seed: int) -> torch.Generator:
-    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
-    return torch.Generator().manual_seed(seed)
+from instructor.cases import F64, _bands, _grad, _grads_of, _own, _perm, _uniform  # noqa: F401 - _own: the builders import it from here
 
 
 def _k3(logprobs, ref_logprobs):

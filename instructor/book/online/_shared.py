@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from instructor.cases import _own  # noqa: F401 - the builders import it from here
+
 F32 = torch.float32
-
-
-def _own(seed: int) -> torch.Generator:
-    """A published case's own generator: its inputs stay the same whatever the other functions' cases draw."""
-    return torch.Generator().manual_seed(seed)
 
 
 def _unchanged(add):
