@@ -34,8 +34,7 @@ def main(argv: list[str]) -> None:
                 "output": None,
                 "requires_grad": False,
                 "grads": {},
-                "modified": [],
-                "modes": {},
+                "after": {},
             }
             continue
         results[case["id"]] = run_case(fn, case)

@@ -28,7 +28,7 @@ from contextvars import ContextVar
 import torch
 
 from instructor.mistakes import BOOK, load_book, wrong_variants
-from rlhf_practice.checks import fresh_inputs, run_case
+from rlhf_practice.checks import fresh_inputs, modes, run_case
 from rlhf_practice.course import GRADED, graded, load_impl, module_of
 
 DTYPES = (torch.float32, torch.float64)
@@ -142,7 +142,7 @@ def _add_catalogued_mistakes(case: dict) -> None:
             result = run_case(variant.fn, case)
         got = result["output"]
         free = tuple(case["outputs"].index(name) for name in case.get("any_float", ()))
-        if result["error"] or result["modes"] != case["modes"]:
+        if result["error"] or modes(case, result) != case["modes"]:
             continue  # the generic checks tell these (a model left in another mode: whatever its dropout drew)
         if not _plain_like(got, case["expected"], free):
             if _other_shape(got, case["expected"]):  # the check tells the shape, and names the mistakes that make it

@@ -16,9 +16,12 @@ work folder, and every process it starts dies with it. The grader's first line s
 sandbox is on, and so does the CSV's ``sandbox`` column; where it cannot be built the grader stops,
 unless ``--no_sandbox`` says to go on without it. The child (:mod:`instructor.case_child`, started by
 :mod:`instructor.children`) only *computes*: it calls the submission's functions on the recorded cases
-(tests/fixtures) and on fresh hidden inputs made for this grading run, and writes the results (values
-and gradients) to a file. This process, which never imports student code, reads that file as plain
-tensors and numbers and compares.
+(tests/fixtures) and on fresh hidden inputs made for this grading run, and writes the results (values,
+gradients, and the inputs as they are after the call) to a file: outputs, never verdicts. This process,
+which never imports student code, reads that file as plain tensors and numbers, keeps only the results of
+the cases that child was sent (a result written under another case's key is dropped) and compares:
+whether a call changed an input in place, or a model's mode, is its own comparison of what it sent with
+what came back.
 
 A function's points are its share of passed *hidden* cases times its points in the course table: inputs
 drawn fresh for this grading run from ``--seed`` (a fresh one by default; the CSV records it, so that a
@@ -202,21 +205,23 @@ def _key(case: dict) -> str:
     return f"{case['function']}/{case['id']}"
 
 
-RESULT_KEYS = {"error", "output", "requires_grad", "grads", "modified", "modes"}  # what run_case returns
+RESULT_KEYS = {"error", "output", "requires_grad", "grads", "after"}  # what run_case returns
 
 
 def _valid(result: object) -> bool:
-    """A result as run_case writes it, made of plain tensors only (nothing a child could rig)."""
+    """A result as run_case writes it, made of plain tensors, numbers and lists only: what the child computed, never
+    a verdict (whether it changed an input, or a model's mode, is read from "after" by check_case)."""
     if not isinstance(result, dict) or set(result) != RESULT_KEYS:
         return False
-    if not isinstance(result["grads"], dict) or not isinstance(result["modes"], dict):
+    if not isinstance(result["grads"], dict) or not isinstance(result["after"], dict):
         return False
-    if not all(type(mode) is bool for mode in result["modes"].values()):
+    if not all(type(v) in (torch.Tensor, list) for v in result["after"].values()):
         return False
     output = result["output"]  # a tuple result comes back as a list of tensors
     tensors = [*(output if type(output) is list else [output]), *result["grads"].values()]
     plain = all(t is None or type(t) in (str, float, torch.Tensor) for t in tensors)
-    return plain and isinstance(result["modified"], list) and isinstance(result["requires_grad"], bool)
+    error = result["error"] is None or type(result["error"]) is str
+    return plain and error and isinstance(result["requires_grad"], bool)
 
 
 def _nonzero(expected: object) -> bool:
@@ -406,7 +411,14 @@ def _run_cases(tree: Path, cases: list[dict], limits: Limits, isolate: bool, not
     """The child's results on ``cases``, {case key: result}. A child that fails as a whole (a crash, a hang,
     a limit) is rerun per student file, and a file whose child fails again per function: a function that
     hangs costs three timeouts, not one per graded function; each function that still fails gets a note."""
-    outcomes = run_child(tree, CASES, _child_inputs(cases), limits, isolate) or {}
+
+    def run(part: list[dict]) -> dict | None:
+        """The child's results on ``part``, only for the cases it was sent: a result under another key (a published
+        case's, written by code that walked up to the child's own variables) is dropped, never merged."""
+        got, keys = run_child(tree, CASES, _child_inputs(part), limits, isolate), {_key(c) for c in part}
+        return None if got is None else {k: v for k, v in got.items() if k in keys}
+
+    outcomes = run(cases) or {}
 
     def missing(functions: list[str]) -> list[str]:
         return [f for f in functions if any(_key(c) not in outcomes for c in cases if c["function"] == f)]
@@ -419,7 +431,7 @@ def _run_cases(tree: Path, cases: list[dict], limits: Limits, isolate: bool, not
             group = missing(group)  # after the file's rerun: only what it left out
             if not group:
                 continue
-            rerun = run_child(tree, CASES, _child_inputs([c for c in cases if c["function"] in group]), limits, isolate)
+            rerun = run([c for c in cases if c["function"] in group])
             if rerun is not None:
                 outcomes.update(rerun)
             elif len(group) == 1:

@@ -147,26 +147,29 @@ def _model_grad(model: torch.nn.Module) -> torch.Tensor | None:
 
 
 def _same_input(a: object, b: object) -> bool:
-    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    """Whether an input after the call (``b``) is the one given (``a``): same type, shape, dtype and values."""
+    if isinstance(a, torch.Tensor):
+        if type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a = a.detach()
+        return bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a == b).all())
+    return type(b) is type(a) and a == b
 
 
 def run_case(fn: Callable, case: dict) -> dict:
     """Call ``fn`` on the case's inputs; return what happened as plain data (no comparison here).
 
     Returns {"error": None or "Type: message", "output": tensor or type name, "requires_grad": bool,
-    "grads": {name: tensor or None}, "modified": [names of inputs changed in place],
-    "modes": {name of a model input: whether it is in train mode afterwards}}.
+    "grads": {name: tensor or None}, "after": {name: the input as it is after the call}}: a tensor input's
+    values, a list input's copy, a model input's train mode (a bool tensor). Whether the call changed an input
+    in place, or a model's mode, is read from "after" by :func:`check_case` (:func:`modified`, :func:`modes`),
+    beside the case's own inputs: in the grader, the process that compares, never a verdict of the process that
+    ran the student's code.
     """
     args = fresh_inputs(case)
     for name in case["grad_of"]:
         args[name].requires_grad_(True)
-    before = {
-        name: value.detach().clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
-        for name, value in args.items()
-        if isinstance(value, torch.Tensor | list)
-    }
-    models = {name: value for name, value in args.items() if isinstance(value, torch.nn.Module)}
-    result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "modified": [], "modes": {}}
+    result = {"error": None, "output": None, "requires_grad": False, "grads": {}, "after": {}}
     try:
         with torch.random.fork_rng(devices=[]):  # dropout of a model left in train mode: the same on every call
             torch.manual_seed(0)
@@ -185,13 +188,39 @@ def run_case(fn: Callable, case: dict) -> dict:
         result["error"] = NOT_IMPLEMENTED
     except BaseException as err:  # noqa: BLE001 - whatever a submission raises is its own failure
         result["error"] = f"{type(err).__name__}: {err}"
-    result["modified"] = [
-        name
-        for name, value in before.items()
-        if not _same_input(value, args[name].detach() if isinstance(args[name], torch.Tensor) else args[name])
-    ]
-    result["modes"] = {name: model.training for name, model in models.items()}
+    result["after"] = {name: _after(value) for name, value in args.items() if isinstance(value, _WATCHED)}
     return result
+
+
+_WATCHED = (torch.Tensor, list, torch.nn.Module)  # the inputs whose state after the call is returned
+
+
+def _after(value: torch.Tensor | list | torch.nn.Module) -> torch.Tensor | list:
+    """An input as it is after the call: a tensor's values, a list's copy, a model's train mode."""
+    if isinstance(value, torch.nn.Module):
+        return torch.tensor(value.training)
+    return value.detach().clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)
+
+
+def modified(case: dict, result: dict) -> list[str]:
+    """The tensor and list inputs of ``case`` that ``result`` (:func:`run_case`) shows changed by the call: its
+    "after" differs from the case's input, or is not there."""
+    after = result.get("after", {})
+    return [
+        name
+        for name, value in case["args"]
+        if isinstance(value, torch.Tensor | list) and not (name in after and _same_input(value, after[name]))
+    ]
+
+
+def modes(case: dict, result: dict) -> dict[str, bool]:
+    """{name of a model input: whether ``result`` shows it in train mode after the call}."""
+    after = result.get("after", {})
+    return {
+        name: bool(after[name])
+        for name, value in case["args"]
+        if is_model(value) and isinstance(after.get(name), torch.Tensor) and after[name].numel() == 1
+    }
 
 
 def _grad_of_input(value: torch.Tensor | torch.nn.Module) -> torch.Tensor | None:
@@ -418,8 +447,8 @@ def _compare_output(case: dict, actual: object) -> str | None:
 def _compare_modes(case: dict, modes: dict) -> str | None:
     """None if every model input ends in the train/eval mode the case expects; else what changed it."""
     for arg, train in case.get("modes", {}).items():
-        got, given = modes.get(arg), dict(case["args"])[arg]["training"]
-        if got is None or got == train:
+        got, given = modes.get(arg, not train), dict(case["args"])[arg]["training"]  # not shown: changed
+        if got == train:
             continue
         if got and given:
             return (
@@ -455,7 +484,7 @@ def check_case(case: dict, result: dict) -> str | None:
         return f"{case['what']}: returned {got} instead of raising {raises}. {reread}"
     if result["error"]:
         return f"{name} raised {result['error']} ({case['what']}). {reread}"
-    message = _compare_modes(case, result.get("modes", {})) or _compare_output(case, result["output"])
+    message = _compare_modes(case, modes(case, result)) or _compare_output(case, result["output"])
     args = dict(case["args"])
     for arg, grad in case["grads"].items():
         if message:
@@ -476,8 +505,9 @@ def check_case(case: dict, result: dict) -> str | None:
         else:
             what = f"gradient of {name} w.r.t. {arg} ({case['what']})"
             message = compare(got, grad["expected"], what, grad["mistakes"])
-    if not message and case["unmodified"] and result["modified"]:
-        arg = result["modified"][0]
+    changed = modified(case, result) if case["unmodified"] else []
+    if not message and changed:
+        arg = changed[0]
         how = (
             "(e.g. with .sort()); work on a copy: sorted(...) returns a new list"
             if isinstance(dict(case["args"])[arg], list)

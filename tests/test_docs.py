@@ -359,7 +359,7 @@ def test_appendix_message_is_one_a_test_prints() -> None:
     printed = []
     for case in recorded_cases():
         for wrong in case["mistakes"].values():
-            result = {"error": None, "output": wrong, "requires_grad": False, "grads": {}, "modified": []}
+            result = {"error": None, "output": wrong, "requires_grad": False, "grads": {}, "after": {}}
             printed.append(check_case(case, result))
     assert any(message and re.fullmatch(pattern, message) for message in printed), quoted
 
