@@ -70,6 +70,15 @@ class Limits:
     user: tuple[int, int] | None = None
     # time.monotonic() after which no child starts and a running one is stopped: the budget of one submission
     deadline: float | None = None
+    budget: float | None = None  # the seconds that budget was, as the student is told when it runs out
+
+    def out_of_time(self) -> str:
+        """Once the submission's budget is spent, what a function or gate left without a result is told (not
+        run, or stopped, because the time ran out: not its own crash or hang); else ""."""
+        if self.deadline is None or time.monotonic() < self.deadline - 1:
+            return ""
+        had = f" (it had {self.budget:g} s)" if self.budget is not None else ""
+        return f"not run: the submission's time ran out{had}"
 
     @property
     def wall_seconds(self) -> float:

@@ -344,7 +344,7 @@ def run_gates(
             result = results[gate.name]
             result.seconds = round(time.perf_counter() - start, 1)
             if not isinstance(report, dict) or report.get("status") not in STATUSES:
-                result.note = f"gate/{gate.name}: crashed, hung or exceeded a limit"
+                result.note = f"gate/{gate.name}: {train_limits.out_of_time() or 'crashed, hung or exceeded a limit'}"
                 continue
             result.steps = report["steps"] if type(report.get("steps")) is int else _steps_logged(out / "metrics.csv")
             if report["status"] != "trained":
@@ -364,6 +364,8 @@ def run_gates(
                 result.passed = score >= gate.bar and not result.note
                 if not result.passed and not result.note:
                     result.note = gate.shortfall(score)
+            elif not result.note and limits.out_of_time():
+                result.note = f"gate/{gate.name}: {limits.out_of_time()}"
             elif not result.note:
                 why = "none saved" if score is None else "the saved one could not be loaded or measured"
                 result.note = f"gate/{gate.name}: no policy to judge ({why})"

@@ -385,10 +385,12 @@ def run(root: Path) -> dict:
         end_processes(user[0])  # nothing of that user runs before the submission does
         for private in (source, out.parent):
             os.chmod(private, 0o700)
-    deadline = time.monotonic() + settings.get("budget", BUDGET)
-    limits = Limits(seconds=settings["timeout"], memory_mb=settings["memory_mb"], user=user, deadline=deadline)
-    gate_limits = Limits(
-        seconds=settings["gate_timeout"], memory_mb=settings["memory_mb"], user=user, deadline=deadline
+    budget = settings.get("budget", BUDGET)
+    deadline = time.monotonic() + budget
+    shared = {"memory_mb": settings["memory_mb"], "user": user, "deadline": deadline, "budget": budget}
+    limits, gate_limits = (
+        Limits(seconds=settings["timeout"], **shared),
+        Limits(seconds=settings["gate_timeout"], **shared),
     )
     gates = tuple(g for g in GATES if g.name in settings["gates"])
 
@@ -412,7 +414,7 @@ def run(root: Path) -> dict:
     if gates and not refused:
         _grade_gates(result, files, gates, gate_limits, isolate)
     if time.monotonic() > deadline:
-        result.notes.append(f"the autograder's time for one submission ({settings.get('budget', BUDGET):g} s) ran out")
+        result.notes.append(f"the autograder's time for one submission ({budget:g} s) ran out")
     results = _results(result, gates, "the submission scored 0", header, time.perf_counter() - started, visibility)
     _write(out, results)
     for flag in result.flags:  # for the instructor only

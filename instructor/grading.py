@@ -38,10 +38,10 @@ regular file (a symbolic link, say to the answer key, a folder, a named pipe, a 
 is; submitted files are read without following links. The table is printed as Markdown and written as
 CSV (``--csv``, default ``grading_results.csv``).
 
-Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child trains the tiny preset with the
-submission's own functions (started as the cases' child is, by :mod:`instructor.children`: limits,
-isolation; ``--gate_timeout`` per run) and a second child that holds no student file judges the saved
-policy; a gate that reaches its bar adds its points. The CSV has ``gate/<algorithm>`` (``pass`` or
+Then the outcome gates (:mod:`instructor.gate`): per algorithm, a child with no student code in it trains
+the tiny preset, calling the submission's own functions in a function server beside it (started as the
+cases' child is, by :mod:`instructor.children`: limits, isolation; ``--gate_timeout`` per run), and a
+third child that holds no student file judges the saved policy; a gate that reaches its bar adds its points. The CSV has ``gate/<algorithm>`` (``pass`` or
 ``fail``), ``gate/<algorithm>/reward`` and ``gate/<algorithm>/steps`` per gate; ``--gate none`` grades
 the cases only, ``--gate ppo grpo`` some gates.
 """
@@ -391,6 +391,9 @@ def grade(
     result.diagnoses = diagnose(cases, outcomes, _hidden, _key)
     for function in result.functions:
         if not any(_key(c) in outcomes for c in cases if c["function"] == function):
+            if time_out := limits.out_of_time():
+                result.diagnoses[function] = f"{function}: {time_out}."
+                continue
             result.diagnoses[function] = (
                 f"{function} gave no result: its process crashed, hung or exceeded a limit ({limits.seconds:g} CPU s, "
                 f"{limits.memory_mb} MiB) every time; run pytest -m graded -k {function} on your machine to see why."
@@ -435,7 +438,7 @@ def _run_cases(tree: Path, cases: list[dict], limits: Limits, isolate: bool, not
             if rerun is not None:
                 outcomes.update(rerun)
             elif len(group) == 1:
-                notes.append(f"{group[0]}: crashed, hung or exceeded a limit")
+                notes.append(f"{group[0]}: {limits.out_of_time() or 'crashed, hung or exceeded a limit'}")
     return outcomes
 
 
