@@ -25,8 +25,9 @@
   submissions that share code (``--similarity``, copydetect); :mod:`instructor.gradescope`, the grader as a
   Gradescope autograder zip.
 - :mod:`instructor.children`: the grader's child processes (tree, command line, limits), shared by the grader
-  and the gates; the programs they run, :mod:`instructor.case_child`, :mod:`instructor.gate_child` and
-  :mod:`instructor.judge_child`; :mod:`instructor.sandbox` (with :mod:`instructor.sandbox_setup`) isolates them.
+  and the gates; the programs they run, :mod:`instructor.case_child`, :mod:`instructor.gate_child` (which trains
+  with no student code in it), :mod:`instructor.function_server` (which answers its calls of the graded functions)
+  and :mod:`instructor.judge_child`; :mod:`instructor.sandbox` (with :mod:`instructor.sandbox_setup`) isolates them.
 
 The student-facing package (``rlhf_practice``) never imports this one; the release leaves it out.
 """

@@ -1,10 +1,11 @@
 """The grader's child processes: the tree a child runs in, its command line, its limits.
 
-Every child of the grader runs one of three programs, each a module of this wing with a ``main()``:
+Every child of the grader runs one of four programs, each a module of this wing with a ``main()``:
 
-    instructor/case_child.py     the cases: calls the submission's functions, writes values and gradients
-    instructor/gate_child.py     a gate's training: checks its functions on a tiny input, then trains
-    instructor/judge_child.py    the judge: measures saved weights, in a tree that holds no student file
+    instructor/case_child.py       the cases: calls the submission's functions, writes outputs, gradients, inputs after
+    instructor/gate_child.py       a gate's training: checks its functions, then trains, in a tree with no student file
+    instructor/function_server.py  beside a gate's training: answers its calls of the submission's graded functions
+    instructor/judge_child.py      the judge: measures saved weights, in a tree that holds no student file
 
 :func:`make_tree` copies them into the child's tree beside the package copy, and the child runs one with
 
@@ -44,8 +45,9 @@ from rlhf_practice import PACKAGE_DIR
 from rlhf_practice.course import MODULES
 
 SUBMISSION_FILES = tuple(f"{m}.py" for m in MODULES)  # what a submission holds: a copy of rlhf_practice/rl/
-CASES, GATE, JUDGE = "case_child.py", "gate_child.py", "judge_child.py"  # the programs a child runs
-PROGRAMS = (CASES, GATE, JUDGE)
+# the programs a child runs
+CASES, GATE, JUDGE, SERVER = "case_child.py", "gate_child.py", "judge_child.py", "function_server.py"
+PROGRAMS = (CASES, GATE, JUDGE, SERVER)
 HERE = Path(__file__).resolve().parent  # where the programs are kept: instructor/
 
 
@@ -131,12 +133,62 @@ def command(tree: Path, program: str, inputs: Path, results: Path, isolate: bool
     return sandbox.command(python, work=tree.parent, read_only=[tree]) if isolate else python
 
 
-def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bool) -> dict | None:
+def run_child(
+    tree: Path, program: str, job: object, limits: Limits, isolate: bool, server: tuple[Path, Limits] | None = None
+) -> dict | None:
     """Run ``program`` of ``tree`` on ``job`` (saved as it is, for the child to read: the cases' inputs, a
-    gate's job, the judge's jobs); its results, or None when it produced none we can read."""
-    work, writable = tree.parent, scratch(tree)
+    gate's job, the judge's jobs); its results, or None when it produced none we can read.
+
+    ``server``: (the submission's tree, its limits): a gate's training child, which imports no student code, and
+    beside it the function server (:mod:`instructor.function_server`) of that tree, which answers its calls of the
+    graded functions over two pipes (job["server"]: the child's ends); the server is ended with the child."""
     if limits.wall_seconds <= 0:  # the submission's budget is spent: nothing more of it runs
         return None
+    companion, passed = None, ()
+    try:
+        if server is not None:
+            (calls, served), (answers, answered) = os.pipe(), os.pipe()  # (read, write): calls there, answers back
+            try:
+                companion, _ = _start(server[0], SERVER, {"read": calls, "write": answered}, server[1], isolate,
+                                      (calls, answered))  # fmt: skip
+            finally:
+                os.close(calls)
+                os.close(answered)
+            job, passed = {**job, "server": [answers, served]}, (answers, served)
+        try:
+            proc, results = _start(tree, program, job, limits, isolate, passed)
+        finally:
+            for fd in passed:
+                os.close(fd)
+        try:
+            proc.wait(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+    finally:
+        if companion is not None:  # the training child is done: its server has nothing more to answer
+            os.killpg(companion.pid, signal.SIGKILL)
+            companion.wait()
+        for ran in (limits, server[1] if server else None):
+            if ran is not None and ran.user is not None:
+                end_processes(ran.user[0])
+    try:  # a regular file of the scratch folder, not a link or a pipe the child left in its place
+        with open(os.open(results, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            loaded = torch.load(f, weights_only=True) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+    except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
+        return None
+    finally:
+        results.unlink(missing_ok=True)
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _start(
+    tree: Path, program: str, job: object, limits: Limits, isolate: bool, fds: tuple[int, ...] = ()
+) -> tuple[subprocess.Popen, Path]:
+    """Start ``program`` of ``tree`` on ``job`` under ``limits`` (its output to the work folder's
+    child_output.txt), with the pipe ends ``fds`` open in it; the process and where its results will be."""
+    work, writable = tree.parent, scratch(tree)
     inputs, results = work / "inputs.pt", writable / f"results-{random.randrange(10**9)}.pt"
     torch.save(job, inputs)
 
@@ -167,25 +219,10 @@ def run_child(tree: Path, program: str, job: object, limits: Limits, isolate: bo
             stdout=out,
             stderr=out,
             start_new_session=True,
+            pass_fds=fds,
             **user,
         )
-        try:
-            proc.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return None
-        finally:
-            if limits.user is not None:
-                end_processes(limits.user[0])
-    try:  # a regular file of the scratch folder, not a link or a pipe the child left in its place
-        with open(os.open(results, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-            loaded = torch.load(f, weights_only=True) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
-    except Exception:  # noqa: BLE001 - missing, truncated or forged: no usable results
-        return None
-    finally:
-        results.unlink(missing_ok=True)
-    return loaded if isinstance(loaded, dict) else None
+    return proc, results
 
 
 def _uids(pid: str) -> set[int]:

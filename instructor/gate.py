@@ -5,9 +5,12 @@
 
 For each gate of :data:`GATES`, the grader (:mod:`instructor.grading`) trains the tiny preset with the
 submission's own functions: a child process (:mod:`instructor.gate_child`, started by
-:func:`instructor.children.run_child` as the cases' child is: limits, sandbox) runs the gate's command
-for ``steps`` steps with seed :data:`GATE_SEED` on one CPU thread, in the submission's tree, and saves
-the final policy into its work folder. A gate whose functions are stubs, missing or raising on a tiny
+:func:`instructor.children.run_child`: limits, sandbox) runs the gate's command for ``steps`` steps with
+seed :data:`GATE_SEED` on one CPU thread, in a tree that holds no student file, and saves the final policy
+into its work folder. Its graded functions are proxies: each call is answered by the submission's function
+server (:mod:`instructor.function_server`), a child started beside it as the cases' child is (the
+submission's tree, its user, its sandbox), so that nothing of the submission runs where the loop trains,
+saves and is judged. The training child runs as the grader, in a folder the server can neither enter nor see. A gate whose functions are stubs, missing or raising on a tiny
 input fails at once, without training, with a note.
 
 The reward reached is not read from the run's own files (metrics.csv is written by the process that
@@ -54,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from instructor import sandbox
-from instructor.children import GATE, JUDGE, Limits, make_tree, readable, run_child, scratch
+from instructor.children import GATE, JUDGE, SERVER, Limits, make_tree, readable, run_child, scratch
 from rlhf_practice.course import GRADED, MODULES, ROOT, answer_path, module_of
 
 GATE_SEED = 0  # every submission trains with the same seed: the same prompts and initialisation
@@ -310,14 +313,23 @@ def run_gates(
 ) -> dict[str, GateResult]:
     """Train each gate with the submission's ``files`` ({"ppo.py": source, ...}) and judge the policies."""
     results = {g.name: GateResult() for g in gates}
-    with tempfile.TemporaryDirectory(prefix="rlhf-gate-") as work:
-        work = Path(work)
-        tree = work / "tree"
-        make_tree(tree, files, (GATE,))
+    with (
+        tempfile.TemporaryDirectory(prefix="rlhf-gate-") as work,
+        tempfile.TemporaryDirectory(prefix="rlhf-train-") as train_work,
+    ):
+        # Two trees: the submission's (its files and the function server, run as the cases' child is) and the
+        # training child's (no student file: the training loop, the model and its saving), in a folder of its
+        # own that the server's user cannot enter and the server's sandbox cannot see.
+        served = Path(work) / "tree"
+        make_tree(served, files, (SERVER,))
+        tree = Path(train_work) / "tree"
+        make_tree(tree, {}, (GATE, SERVER))
+        add_gate_files(tree)
         runs = scratch(tree) / "runs"  # where the gate children write their runs
         # Training stops JUDGE_RESERVE seconds before the submission's deadline: the judge, last, still runs.
         train_limits = limits if limits.deadline is None else replace(limits, deadline=limits.deadline - JUDGE_RESERVE)
-        add_gate_files(tree)
+        server = (served, train_limits)
+        train_limits = replace(train_limits, user=None)  # no student code in it: as the grader, as the judge is
         judge_jobs = []
         for gate in gates:
             missing = [f"{m}.py" for m in gate.modules if f"{m}.py" not in files]
@@ -340,7 +352,7 @@ def run_gates(
             if gate.kept:
                 out.mkdir(parents=True, exist_ok=True)
             start = time.perf_counter()
-            report = run_child(tree, GATE, job, train_limits, isolate)
+            report = run_child(tree, GATE, job, train_limits, isolate, server)
             result = results[gate.name]
             result.seconds = round(time.perf_counter() - start, 1)
             if not isinstance(report, dict) or report.get("status") not in STATUSES:

@@ -1,15 +1,17 @@
-"""A gate's training child: in the submission's tree, checks the gate's functions on a tiny input, then trains.
+"""A gate's training child: checks the gate's functions on a tiny input, then trains, with no student code in it.
 
     python -I TREE/gate_child.py TREE JOB REPORT
 
 Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.children.run_child`) from its
-copy in TREE: a package copy whose ``rl/`` holds the submission's files, with the training scripts and
-the tiny assets. JOB says what to run: the graded functions to check first, the gate's command (a
+copy in TREE: a package copy whose ``rl/`` holds no student file, with the training scripts and the tiny
+assets. The graded functions are proxies (:func:`instructor.function_server.install`): each call goes to the
+function server that :func:`~instructor.children.run_child` started beside this process, in the submission's
+tree, and its answer comes back; nothing of the submission runs here, so nothing of it can change the training
+loop, the model or how it is saved. JOB says what to run: the graded functions to check first, the gate's command (a
 training script of the tree, ``-m`` and the lecture's module, or this program's own best-of-n measurement),
 its arguments, the lecture's and best-of-n's settings, where the lecture's model or the best-of-n curves go.
 REPORT gets only a status ("trained", "stub", "missing", "broken", "failed"), a note and the steps made: the
-reward comes from the judge (:mod:`instructor.judge_child`), never from this process, which runs the
-student's code. It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice``
+reward comes from the judge (:mod:`instructor.judge_child`), which measures the weights this process saved. It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice``
 only from TREE.
 
 gate/best_of_n trains nothing: :func:`best_of_n_pool` draws one pool of the tiny policy's replies and
@@ -29,6 +31,10 @@ def main(argv: list[str]) -> None:
     import torch
 
     job = torch.load(job_path, weights_only=True)
+    if job.get("server"):  # the graded functions: answered by the submission's function server, never imported here
+        import function_server
+
+        function_server.install(*job["server"])
     report = {"status": "trained", "note": "", "steps": None}
     if _start_up(job["functions"], report):
         _train(tree, job, report)

@@ -68,6 +68,7 @@ GRADER_MODULES = (
     "case_child.py",
     "children.py",
     "feedback.py",
+    "function_server.py",
     "gate.py",
     "gate_child.py",
     "gradescope.py",

@@ -140,11 +140,18 @@ def test_the_table_and_the_csv_show_each_gate(tmp_path: Path, capsys) -> None:
 
 def test_the_judge_works_out_of_reach_of_the_gate_children(monkeypatch, tmp_path: Path) -> None:
     """A gate child writes its whole work folder: the judge's tree and the policies it reads are copied
-    elsewhere, so nothing a child planted there (a torch.py, a link to write through) reaches the judge."""
+    elsewhere, so nothing a child planted there (a torch.py, a link to write through) reaches the judge. The
+    training child's tree holds no student file: the submission's files are in its function server's tree, in
+    another folder."""
     children = []
 
-    def fake_run_child(tree: Path, program: str, job, limits, isolate: bool):
+    def fake_run_child(tree: Path, program: str, job, limits, isolate: bool, server=None):
         children.append((program, tree))
+        if server is not None:
+            served = server[0]
+            assert (served / "rlhf_practice" / "rl" / "ppo.py").read_text() == KEY["ppo.py"].decode()
+            assert not (tree / "rlhf_practice" / "rl" / "ppo.py").exists()
+            assert not served.is_relative_to(tree.parent) and not tree.is_relative_to(served.parent)
         if program == GATE:  # a trained policy, where train_ppo.py saves it, and a plant for the judge
             argv = job["argv"]
             policy = Path(argv[argv.index("--run_dir") + 1]) / argv[argv.index("--run_name") + 1] / "policy"
