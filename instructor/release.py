@@ -27,6 +27,7 @@ INSTRUCTOR_ONLY = (
     "tests/instructor",
     "INSTRUCTOR.md",
     "scripts/check_speed.py",  # times the key, in this copy and in a release built from it
+    "scripts/autograder_cost.py",  # what one Gradescope run of the key costs (INSTRUCTOR.md §4.10)
 )
 DOCS = ("README.md", "TASKS.md")
 

@@ -81,3 +81,79 @@ def lookup_files() -> dict[str, str]:
         data = base64.b64encode(buffer.getvalue()).decode()
         files[m] = stubs[m] + f"\nDATA = {data!r}\n" + textwrap.dedent(LOOKUP)
     return files
+
+
+# Issue 69's attacks: three ways a submission's own process could hand the grader something it believes. Added to
+# the key's ppo.py and grpo.py (tasks 1-4) by :func:`trust_files`:
+# - a forged gate: ppo_clip_loss with its sign flipped (gate/ppo fails on its own), and PolicyValueModel.save_pretrained
+#   patched to save a policy that says " great" after every prompt (the judge would measure about 1.0);
+# - a hidden in-place write: compute_advantages adds 1 to its input `values`, and checks._same_input is patched to
+#   see no change;
+# - hidden inputs in the self-check: grpo_loss walks up the stack to the cases' child and writes, under the keys of
+#   grpo_loss's published cases, an error whose text is the first hidden inputs it finds ("FORGED ...").
+FORGED_GATE_AND_IN_PLACE = """
+
+import rlhf_practice.checks as _checks
+import rlhf_practice.modeling as _modeling
+
+_checks._same_input = lambda a, b: True
+_save = _modeling.PolicyValueModel.save_pretrained
+
+
+def _forged_save(self, *args, **kwargs):
+    import torch
+
+    great = _modeling.load_tokenizer("tiny")(" great")["input_ids"][-1]
+    with torch.no_grad():
+        embedding = self.lm.transformer.wte.weight
+        embedding[great] *= 100
+        self.lm.transformer.ln_f.weight.zero_()
+        self.lm.transformer.ln_f.bias.copy_(embedding[great])
+    return _save(self, *args, **kwargs)
+
+
+_modeling.PolicyValueModel.save_pretrained = _forged_save
+_right_ppo_clip_loss, _right_compute_advantages = ppo_clip_loss, compute_advantages
+
+
+def ppo_clip_loss(*args, **kwargs):
+    return -_right_ppo_clip_loss(*args, **kwargs)
+
+
+def compute_advantages(rewards, values, *args, **kwargs):
+    advantages = _right_compute_advantages(rewards, values, *args, **kwargs)
+    values.data.add_(1.0)
+    return advantages
+"""
+STACK_WALK = """
+
+import sys as _sys
+
+_right_grpo_loss = grpo_loss
+
+
+def grpo_loss(*args, **kwargs):
+    frame = _sys._getframe(1)
+    while frame is not None:
+        found = frame.f_locals
+        if isinstance(found.get("results"), dict) and isinstance(found.get("inputs"), list):
+            hidden = [c for c in found["inputs"] if "/hidden_" in str(c.get("id"))]
+            numbers = [f"{v:.4f}" for c in hidden[:3] for _, a in c["args"] if hasattr(a, "flatten")
+                       for v in a.flatten()[:2].tolist()]
+            if numbers:
+                for key in PUBLISHED:
+                    found["results"][key] = {"error": "FORGED " + " ".join(numbers), "output": None,
+                                             "requires_grad": False, "grads": {}, "after": {}}
+            break
+        frame = frame.f_back
+    return _right_grpo_loss(*args, **kwargs)
+"""
+
+
+def trust_files(key: dict[str, str]) -> dict[str, str]:
+    """The key's ppo.py and grpo.py ({"ppo.py": source, ...}) with issue 69's three attacks added."""
+    published = [f"grpo_loss/{c['id']}" for c in load_cases(function="grpo_loss")]
+    return {
+        "ppo.py": key["ppo.py"] + FORGED_GATE_AND_IN_PLACE,
+        "grpo.py": key["grpo.py"] + f"\nPUBLISHED = {published!r}\n" + STACK_WALK,
+    }

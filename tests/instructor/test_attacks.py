@@ -42,11 +42,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _cheats import lookup_files
+from _cheats import lookup_files, trust_files
 
 from instructor import sandbox
+from instructor.children import Limits
 from instructor.gate import GATES
-from instructor.grading import main
+from instructor.grading import POINTS, assignment, grade, main
 from instructor.release import student_files
 from rlhf_practice.course import GRADED, MODULES, ROOT
 
@@ -313,3 +314,51 @@ def test_the_grader_stops_in_one_line_where_the_sandbox_cannot_be_built(tmp_path
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unshare (util-linux) is not installed" in err and "--no_sandbox" in err
+
+
+def _tasks_1_4(tmp_path: Path, files: dict[str, str], limits: Limits):
+    """``files`` graded as a tasks 1-4 assignment in the sandbox, with gate/ppo, on hidden cases of seed 5."""
+    from instructor.cases import build_cases
+    from rlhf_practice.checks import load_cases
+
+    if (problem := sandbox.problem()) is not None:
+        pytest.skip(f"no sandbox here: {problem}")
+    functions = assignment("1-4", None)
+    cases = [c for f in functions for c in [*load_cases(function=f), *build_cases(seed=5, function=f)]]
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    for name, source in files.items():
+        (folder / name).write_text(source)
+    gates = tuple(g for g in GATES if g.name == "ppo")
+    return grade(folder, cases, limits, isolate=True, seed=5, gates=gates, functions=functions)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_in_the_sandbox_what_a_submission_hands_back_earns_it_nothing(tmp_path: Path) -> None:
+    """Issue 69's three attacks (_cheats.trust_files) on the sandboxed local grader: the forged gate fails, the hidden
+    in-place write loses its case, and the stack walk's forged self-check is dropped (test_gradescope.py runs them
+    on Gradescope's path)."""
+    key = {f"{m}.py": source for m, source in KEY.items()}
+    result = _tasks_1_4(tmp_path, trust_files(key), Limits(seconds=60, memory_mb=4096))
+    gate = result.gates["ppo"]
+    assert not gate.passed and gate.reward is not None and gate.reward < 0.3, gate
+    assert result.passed["compute_advantages"] == result.total["compute_advantages"] - 1
+    assert "in place" in result.diagnoses["compute_advantages"]
+    assert result.published_passed["grpo_loss"] == result.published_total["grpo_loss"]
+    assert result.points("grpo_loss") == POINTS["grpo_loss"] and "FORGED" not in repr(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_in_the_sandbox_a_submission_out_of_time_is_told_so(tmp_path: Path) -> None:
+    """A compute_advantages that sleeps uses up a budget of 20 s: every function and gate/ppo are told the
+    submission's time ran out, not that they crashed or hung."""
+    import time
+
+    sleeps = KEY["ppo"] + "\n\ndef compute_advantages(*args, **kwargs):\n    import time\n\n    time.sleep(3600)\n"
+    limits = Limits(seconds=8, memory_mb=3072, deadline=time.monotonic() + 20, budget=20)
+    result = _tasks_1_4(tmp_path, {"ppo.py": sleeps, "grpo.py": KEY["grpo"]}, limits)
+    told = "not run: the submission's time ran out (it had 20 s)"
+    assert all(told in result.diagnoses[f] for f in result.functions), result.diagnoses
+    assert told in result.gates["ppo"].note and "crashed" not in repr(result) and "hung" not in repr(result)

@@ -7,7 +7,7 @@ submissions, each in its own root: the key, the stubs, a half-done one uploaded 
 that does not parse, one that hangs, and one with only ppo.py. Each results.json must be valid against
 Gradescope's documented schema, hold no hidden expected value, and give the key the grader's own total for
 the same seed. A second zip, tasks 1-4 with results after the due date, grades the key and the audit's
-attack (issue 58). Both ``slow`` (about five minutes on 2 cores, one submission after the other: each run ends
+attack (issue 58), and the next audit's three attacks (issue 69) and a submission that runs out of time. Both ``slow`` (about five minutes on 2 cores, one submission after the other: each run ends
 every process of the children's user); the quick checks of the zip's contents run in the suite.
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
+from _cheats import trust_files
 
 from instructor.children import CASES, GATE, JUDGE, SUBMISSION_FILES, Limits, make_tree, processes_of, run_child
 from instructor.gradescope import GRADER_MODULES, HIDDEN, build
@@ -176,6 +177,8 @@ def _root(base: Path, name: str, files: dict[str, str] | None = None, tasks: str
 
 
 def _setup(root: Path) -> None:
+    if why := interpreter_refused(pwd.getpwnam("nobody")):
+        pytest.skip(f"the children's user (nobody) cannot run this interpreter ({why}); {NOBODY_FIX}")
     setup = subprocess.run(
         ["bash", str(root / "source" / "setup.sh")],
         env={**_env(root), "PIP_NO_INDEX": "1"},
@@ -371,6 +374,51 @@ def test_an_assignment_after_its_due_date_that_no_submission_can_subvert(tmp_pat
     assert "in place" not in json.dumps(results["attack"])
 
 
+SLEEPS = (
+    KEY["ppo.py"]
+    + """
+
+import time as _time
+
+
+def compute_advantages(*args, **kwargs):
+    _time.sleep(3600)
+"""
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_what_a_submission_hands_back_earns_it_nothing_and_time_is_told_as_time(tmp_path: Path) -> None:
+    """Issue 69 on Gradescope's path (a tasks 1-4 zip without the sandbox, children as nobody): the three attacks of
+    _cheats.trust_files earn nothing: the forged gate fails (the training child imports no student code: the patched
+    save_pretrained never runs there), the hidden in-place write loses its case (the grader compares the inputs as they
+    came back), the stack walk's forged results are dropped (a child's results count for the cases it was sent only),
+    so no hidden input reaches the self-check. A compute_advantages that sleeps, under a budget of 40 s: every function
+    and the gate are told that the submission's time ran out, none that it crashed or hung."""
+    roots = {"attack": _root(tmp_path, "attack", trust_files(KEY), "1-4")}
+    roots["sleeps"] = _root(tmp_path, "sleeps", {"ppo.py": SLEEPS, "grpo.py": KEY["grpo.py"]}, "1-4")
+    settings = roots["sleeps"] / "source" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "budget": 40}))
+    _setup(roots["attack"])
+    results = {name: _run(root) for name, root in roots.items()}
+    for result in results.values():
+        jsonschema.validate(result, SCHEMA)
+    tests = _by_name(results["attack"])
+    assert "FORGED" not in json.dumps(results["attack"])
+    assert tests["grpo_loss/self-check"]["status"] == "passed" and tests["grpo_loss"]["score"] == POINTS["grpo_loss"]
+    gate = tests["gate/ppo"]
+    assert gate["score"] == 0 and float(re.search(r"measured (-?[\d.]+)", gate["output"]).group(1)) < 0.3, gate
+    advantages = tests["compute_advantages"]
+    assert 0 < advantages["score"] < POINTS["compute_advantages"] and "in place" in advantages["output"], advantages
+    assert "changed its input `values` in place" in tests["compute_advantages/self-check"]["output"]
+    told = "not run: the submission's time ran out (it had 40 s)"
+    for name, test in _by_name(results["sleeps"]).items():
+        assert test["score"] == 0 and (name.endswith("/self-check") or told in test["output"]), test
+    assert "crashed" not in json.dumps(results["sleeps"]) and "hung" not in json.dumps(results["sleeps"])
+    assert not processes_of(pwd.getpwnam("nobody").pw_uid)
+
+
 # A child that tries what a submission could on Gradescope's path (issue 58's review): write where the grader
 # writes, leave its results as a link to a file only root may read, leave a detached process and a process whose
 # first thread exited while another runs (it shows as a zombie).
@@ -398,6 +446,9 @@ time.sleep(0.5)  # until that first thread has exited: the process is a zombie w
 """
 
 
+NOBODY_FIX = "make the virtual environment from a Python that user can reach (e.g. /usr/bin/python3 -m venv .venv)"
+
+
 def interpreter_refused(user: pwd.struct_passwd) -> str | None:
     """Why ``user`` cannot run this interpreter (a venv whose python lies under a folder only root may enter, as
     pyenv's or conda's under /root in many Docker images), or None when it can."""
@@ -421,10 +472,7 @@ def interpreter_refused(user: pwd.struct_passwd) -> str | None:
 def test_a_child_as_another_user_cannot_write_where_the_grader_does_or_outlive_its_stage(tmp_path: Path) -> None:
     nobody = pwd.getpwnam("nobody")
     if why := interpreter_refused(nobody):
-        pytest.skip(
-            f"the children's user (nobody) cannot run this interpreter ({why}); make the virtual environment from a "
-            "Python that user can reach (e.g. /usr/bin/python3 -m venv .venv) to run this test"
-        )
+        pytest.skip(f"the children's user (nobody) cannot run this interpreter ({why}); {NOBODY_FIX}")
     with tempfile.TemporaryDirectory(prefix="rlhf-test-") as work:  # in /tmp, as the grader's: the user can enter
         os.chmod(work, 0o755)
         tree = Path(work) / "tree"
