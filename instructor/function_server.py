@@ -165,22 +165,25 @@ def _error(kind: str, text: str) -> BaseException:
     return RuntimeError(f"{kind}: {text}")
 
 
-def _encode(value: object, leaves: list) -> object:
-    """``value`` as plain data: each tensor (and each model parameter) replaced by its index in ``leaves``."""
+def _encode(value: object, leaves: list, arguments: bool = True) -> object:
+    """``value`` as plain data, each tensor replaced by its index in ``leaves``: a call's ``arguments`` (a model among
+    them: its parameters become leaves too, :func:`_encode_model`), or else a graded function's output."""
     import torch
 
-    if isinstance(value, torch.nn.Parameter | torch.Tensor):
+    if isinstance(value, torch.Tensor):  # a model's parameters too
         leaves.append(value)
         return {"__leaf__": len(leaves) - 1}
-    if isinstance(value, torch.nn.Module):
+    if arguments and isinstance(value, torch.nn.Module):
         return _encode_model(value, leaves)
     if type(value) in (list, tuple):
-        return type(value)(_encode(v, leaves) for v in value)
+        return type(value)(_encode(v, leaves, arguments) for v in value)
     if type(value) is dict:
-        return {"__dict__": [(k, _encode(v, leaves)) for k, v in value.items()]}
+        return {"__dict__": [(k, _encode(v, leaves, arguments)) for k, v in value.items()]}
     if value is None or type(value) in (bool, int, float, str):
         return value
-    raise TypeError(f"a graded function called through the function server cannot take a {type(value).__name__}")
+    if arguments:
+        raise TypeError(f"a graded function called through the function server cannot take a {type(value).__name__}")
+    raise TypeError(f"returned a {type(value).__name__}, which the training loop cannot use")
 
 
 def _encode_model(model, leaves: list) -> dict:
@@ -200,13 +203,18 @@ def _encode_model(model, leaves: list) -> dict:
     return {"__model__": cls, "config": config, "params": params, "state": state, "training": model.training}
 
 
-def _decode(value: object, tensors: list) -> object:
+def _decode(value: object, tensors: list, models: list | None = None) -> object:
+    """What :func:`_encode` made, each leaf index replaced by its tensor; a model's data is left as it is and, where
+    ``models`` is given, collected there (the server builds each one)."""
     if type(value) is dict and "__leaf__" in value:
         return tensors[value["__leaf__"]]
+    if type(value) is dict and "__model__" in value and models is not None:
+        models.append(value)
+        return value
     if type(value) is dict and "__dict__" in value:
-        return {k: _decode(v, tensors) for k, v in value["__dict__"]}
+        return {k: _decode(v, tensors, models) for k, v in value["__dict__"]}
     if type(value) in (list, tuple):
-        return type(value)(_decode(v, tensors) for v in value)
+        return type(value)(_decode(v, tensors, models) for v in value)
     return value
 
 
@@ -303,18 +311,6 @@ class _Server:
                 kept[name].data = value
         return model.train(data["training"])
 
-    def decode(self, value: object, leaves: list, models: list) -> object:
-        if type(value) is dict and "__leaf__" in value:
-            return leaves[value["__leaf__"]]
-        if type(value) is dict and "__model__" in value:
-            models.append(value)
-            return value
-        if type(value) is dict and "__dict__" in value:
-            return {k: self.decode(v, leaves, models) for k, v in value["__dict__"]}
-        if type(value) in (list, tuple):
-            return type(value)(self.decode(v, leaves, models) for v in value)
-        return value
-
     def call(self, message: dict) -> dict:
         import importlib
 
@@ -324,7 +320,7 @@ class _Server:
             t.requires_grad_(bool(g and t.is_floating_point())) for t, g in zip(message["leaves"], message["grad"])
         ]
         models: list = []
-        args, kwargs = self.decode(message["call"], leaves, models)
+        args, kwargs = _decode(message["call"], leaves, models)
         built = {id(m): self.model(m, leaves) for m in models}
         swap = lambda v: built.get(id(v), v) if type(v) is dict else v  # noqa: E731
         args, kwargs = [swap(a) for a in args], {k: swap(v) for k, v in kwargs.items()}
@@ -332,7 +328,7 @@ class _Server:
         with torch.set_grad_enabled(any(message["grad"])):
             output = fn(*args, **kwargs)
         tensors: list = []
-        encoded = _encode_output(output, tensors)
+        encoded = _encode(output, tensors, arguments=False)
         differentiable = [t.requires_grad for t in tensors]
         self.count += 1
         if any(differentiable):
@@ -360,22 +356,6 @@ class _Server:
             else [None] * len(needing)
         )
         return {"grads": [next(found) if w else None for w in wanted]}
-
-
-def _encode_output(value: object, tensors: list) -> object:
-    """A graded function's output as plain data, each tensor replaced by its index in ``tensors``."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        return {"__leaf__": len(tensors) - 1}
-    if type(value) in (list, tuple):
-        return type(value)(_encode_output(v, tensors) for v in value)
-    if type(value) is dict:
-        return {"__dict__": [(k, _encode_output(v, tensors)) for k, v in value.items()]}
-    if value is None or type(value) in (bool, int, float, str):
-        return value
-    raise TypeError(f"returned a {type(value).__name__}, which the training loop cannot use")
 
 
 def serve(read_fd: int, write_fd: int) -> None:

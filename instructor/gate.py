@@ -10,8 +10,9 @@ seed :data:`GATE_SEED` on one CPU thread, in a tree that holds no student file, 
 into its work folder. Its graded functions are proxies: each call is answered by the submission's function
 server (:mod:`instructor.function_server`), a child started beside it as the cases' child is (the
 submission's tree, its user, its sandbox), so that nothing of the submission runs where the loop trains,
-saves and is judged. The training child runs as the grader, in a folder the server can neither enter nor see. A gate whose functions are stubs, missing or raising on a tiny
-input fails at once, without training, with a note.
+saves and is judged. The training child runs as the grader, in a folder the server can neither enter nor
+see. A gate whose functions are stubs, missing or raising on a tiny input fails at once, without training,
+with a note.
 
 The reward reached is not read from the run's own files (metrics.csv is written by the process that
 runs the student's code, so it can be forged): a second child, the *judge* (:mod:`instructor.judge_child`),
@@ -376,8 +377,8 @@ def run_gates(
                 result.passed = score >= gate.bar and not result.note
                 if not result.passed and not result.note:
                     result.note = gate.shortfall(score)
-            elif not result.note and limits.out_of_time():
-                result.note = f"gate/{gate.name}: {limits.out_of_time()}"
+            elif not result.note and (time_out := limits.out_of_time()):
+                result.note = f"gate/{gate.name}: {time_out}"
             elif not result.note:
                 why = "none saved" if score is None else "the saved one could not be loaded or measured"
                 result.note = f"gate/{gate.name}: no policy to judge ({why})"

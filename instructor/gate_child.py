@@ -6,13 +6,14 @@ Run by the outcome gates (:mod:`instructor.gate`, through :func:`instructor.chil
 copy in TREE: a package copy whose ``rl/`` holds no student file, with the training scripts and the tiny
 assets. The graded functions are proxies (:func:`instructor.function_server.install`): each call goes to the
 function server that :func:`~instructor.children.run_child` started beside this process, in the submission's
-tree, and its answer comes back; nothing of the submission runs here, so nothing of it can change the training
-loop, the model or how it is saved. JOB says what to run: the graded functions to check first, the gate's command (a
-training script of the tree, ``-m`` and the lecture's module, or this program's own best-of-n measurement),
-its arguments, the lecture's and best-of-n's settings, where the lecture's model or the best-of-n curves go.
-REPORT gets only a status ("trained", "stub", "missing", "broken", "failed"), a note and the steps made: the
-reward comes from the judge (:mod:`instructor.judge_child`), which measures the weights this process saved. It imports nothing of ``instructor`` (not there in the child's tree) and ``rlhf_practice``
-only from TREE.
+tree, and its answer comes back; nothing of the submission runs here, so nothing of it can change the
+training loop, the model or how it is saved. JOB says what to run: the graded functions to check first, the
+gate's command (a training script of the tree, ``-m`` and the lecture's module, or this program's own
+best-of-n measurement), its arguments, the lecture's and best-of-n's settings, where the lecture's model or
+the best-of-n curves go. REPORT gets only a status ("trained", "stub", "missing", "broken", "failed"), a
+note and the steps made: the reward comes from the judge (:mod:`instructor.judge_child`), which measures the
+weights this process saved. It imports nothing of ``instructor`` (not there in the child's tree) and
+``rlhf_practice`` only from TREE.
 
 gate/best_of_n trains nothing: :func:`best_of_n_pool` draws one pool of the tiny policy's replies and
 :func:`best_of_n_curves` computes from it, with the submission's functions, what the over-optimization
